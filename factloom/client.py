@@ -1,0 +1,139 @@
+"""A small Python client for the FactLoom REST API.
+
+>>> client = Client("http://127.0.0.1:8000", api_key="fl_…")
+>>> batch = client.submit([{"subject": "Blade Runner", "predicate": "directed_by", "object": "Ridley Scott"}])
+>>> client.query("who directed [Blade Runner]")["answers"][0]["name"]
+'Ridley Scott'
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import httpx
+
+__all__ = ["Client", "ApiError", "read_facts"]
+
+
+class ApiError(Exception):
+    """A problem+json answer from the API."""
+
+    def __init__(self, status: int, problem: dict[str, Any]) -> None:
+        self.status = status
+        self.problem = problem
+        super().__init__(f"{status} {problem.get('title', '')}: {problem.get('detail', '')}")
+
+
+class Client:
+    def __init__(self, base_url: str, api_key: str, timeout: float = 60.0) -> None:
+        self._http = httpx.Client(
+            base_url=base_url, timeout=timeout, headers={"Authorization": f"Bearer {api_key}"}
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self._http.request(method, path, **kwargs)
+        if response.status_code >= 400:
+            try:
+                problem = response.json()
+            except ValueError:
+                problem = {"detail": response.text}
+            raise ApiError(response.status_code, problem)
+        return response.json()
+
+    def submit(self, facts: Sequence[dict[str, Any]], kb: str = "default") -> dict[str, Any]:
+        return self._call("POST", "/v1/facts", json={"kb": kb, "facts": list(facts)})  # type: ignore[no-any-return]
+
+    def batch(self, batch_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/batches/{batch_id}")  # type: ignore[no-any-return]
+
+    def fact(self, submission_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/facts/{submission_id}")  # type: ignore[no-any-return]
+
+    def query(self, question: str, kb: str = "default", top_k: int = 5, **extra: Any) -> dict[str, Any]:
+        body = {"question": question, "kb": kb, "top_k": top_k, **extra}
+        return self._call("POST", "/v1/query", json=body)  # type: ignore[no-any-return]
+
+    def review(self, **params: Any) -> dict[str, Any]:
+        return self._call("GET", "/v1/review", params=params)  # type: ignore[no-any-return]
+
+    def decide(self, submission_id: str, decision: str, reason: str = "") -> dict[str, Any]:
+        body = {"decision": decision, "reason": reason}
+        return self._call("POST", f"/v1/review/{submission_id}", json=body)  # type: ignore[no-any-return]
+
+    def wait(
+        self, batch_ids: Iterable[str], timeout: float = 600.0,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Poll until every batch is decided; ``progress(decided_facts)`` after each round."""
+        pending = list(batch_ids)
+        done: dict[str, dict[str, Any]] = {}
+        deadline = time.monotonic() + timeout
+        while True:
+            waiting = 0
+            for batch_id in pending:
+                status = self.batch(batch_id)
+                if status["status"] == "done":
+                    done[batch_id] = status
+                else:
+                    waiting += status["count"] - status["counts"]["pending"] - status["counts"]["checking"]
+            pending = [b for b in pending if b not in done]
+            if progress:
+                progress(sum(b["count"] for b in done.values()) + waiting)
+            if not pending:
+                return list(done.values())
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(pending)} batches still checking after {timeout:.0f} s")
+            time.sleep(0.5)
+
+
+def read_facts(path: str, default_source: str | None = None) -> Iterator[dict[str, Any]]:
+    """Facts from JSONL (one object a line), CSV or TSV (a header with subject, predicate, object…).
+
+    A MetaQA-style ``subject|predicate|object`` line file is read too.
+    """
+    import csv
+    import json
+
+    with open(path, encoding="utf-8", newline="") as handle:
+        if path.endswith((".jsonl", ".ndjson", ".json")):
+            for number, line in enumerate(handle, 1):
+                if line.strip():
+                    try:
+                        fact = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise ValueError(f"{path}:{number}: not JSON: {exc.msg}") from exc
+                    if default_source and "source" not in fact:
+                        fact["source"] = default_source
+                    yield fact
+            return
+        if path.endswith((".csv", ".tsv")):
+            reader = csv.DictReader(handle, delimiter="\t" if path.endswith(".tsv") else ",")
+            for row in reader:
+                fact: dict[str, Any] = {k: v for k, v in row.items() if k and v not in (None, "")}
+                if "evidence" in fact:
+                    fact["evidence"] = {"text": fact["evidence"]}
+                if default_source and "source" not in fact:
+                    fact["source"] = default_source
+                yield fact
+            return
+        for number, line in enumerate(handle, 1):
+            parts = line.rstrip("\n").split("|") if "|" in line else line.rstrip("\n").split("\t")
+            if len(parts) != 3:
+                if line.strip():
+                    raise ValueError(f"{path}:{number}: expected subject|predicate|object")
+                continue
+            fact = {"subject": parts[0], "predicate": parts[1], "object": parts[2]}
+            if default_source:
+                fact["source"] = default_source
+            yield fact

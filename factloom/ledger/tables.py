@@ -1,0 +1,153 @@
+"""SQLAlchemy 2 tables of the ledger. Alembic revisions in ``migrations/`` create them.
+
+A submission moves ``pending → checking → accepted | rejected | needs_review``; an accepted or
+reviewed-and-accepted one becomes ``committed`` once its fact is in Neo4j (``reviewed`` sits between
+a reviewer's accept and that write).
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+__all__ = [
+    "Base", "Status", "IngestBatch", "FactSubmission", "CheckResult", "ReviewDecision",
+    "AuditEvent", "ModelVersion", "ApiKey", "utcnow", "new_id",
+]
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Status(str, enum.Enum):
+    pending = "pending"
+    checking = "checking"
+    accepted = "accepted"
+    rejected = "rejected"
+    needs_review = "needs_review"
+    reviewed = "reviewed"
+    committed = "committed"
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, datetime: DateTime(timezone=True)}
+
+
+class IngestBatch(Base):
+    __tablename__ = "ingest_batch"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    kb: Mapped[str] = mapped_column(String(64), index=True)
+    api_key_id: Mapped[str | None] = mapped_column(String(32))
+    count: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class FactSubmission(Base):
+    __tablename__ = "fact_submission"
+    __table_args__ = (
+        UniqueConstraint("kb", "key", name="uq_submission_kb_key"),
+        Index("ix_submission_status_updated", "status", "updated_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    batch_id: Mapped[str] = mapped_column(ForeignKey("ingest_batch.id"), index=True)
+    kb: Mapped[str] = mapped_column(String(64))
+    # the idempotency key: given by the client, or derived from (kb, subject, predicate, object, source)
+    key: Mapped[str] = mapped_column(String(200))
+    # the graph fact this submission asserts: one per (kb, subject, predicate, object), whatever the source
+    fact_id: Mapped[str] = mapped_column(String(32), index=True)
+    subject: Mapped[str] = mapped_column(Text)
+    predicate: Mapped[str] = mapped_column(String(200), index=True)
+    object: Mapped[str] = mapped_column(Text)
+    source: Mapped[str | None] = mapped_column(String(1000), index=True)
+    valid_from: Mapped[datetime | None]
+    valid_to: Mapped[datetime | None]
+    evidence: Mapped[dict[str, Any] | None]
+    status: Mapped[Status] = mapped_column(default=Status.pending)
+    probability: Mapped[float | None] = mapped_column(Float)
+    verdict_reason: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    committed_at: Mapped[datetime | None]
+
+    checks: Mapped[list[CheckResult]] = relationship(
+        back_populates="submission", order_by="CheckResult.created_at", cascade="all, delete-orphan"
+    )
+
+
+class CheckResult(Base):
+    """One verifier's result for one submission; ``verifier='fusion'`` holds the fused verdict."""
+
+    __tablename__ = "check_result"
+    __table_args__ = (UniqueConstraint("submission_id", "verifier", name="uq_check_submission_verifier"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    submission_id: Mapped[str] = mapped_column(ForeignKey("fact_submission.id"), index=True)
+    verifier: Mapped[str] = mapped_column(String(64))
+    score: Mapped[float | None] = mapped_column(Float)
+    probability: Mapped[float | None] = mapped_column(Float)
+    explanation: Mapped[str] = mapped_column(Text, default="")
+    details: Mapped[dict[str, Any] | None]
+    model_version: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    submission: Mapped[FactSubmission] = relationship(back_populates="checks")
+
+
+class ReviewDecision(Base):
+    __tablename__ = "review_decision"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    submission_id: Mapped[str] = mapped_column(ForeignKey("fact_submission.id"), index=True)
+    decision: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    reviewer: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class AuditEvent(Base):
+    __tablename__ = "audit_event"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    actor: Mapped[str] = mapped_column(String(200))
+    action: Mapped[str] = mapped_column(String(64), index=True)
+    target: Mapped[str] = mapped_column(String(200))
+    details: Mapped[dict[str, Any] | None]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ModelVersion(Base):
+    __tablename__ = "model_version"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32), index=True)
+    artefact: Mapped[str] = mapped_column(Text)
+    metrics: Mapped[dict[str, Any] | None]
+    gates: Mapped[dict[str, Any] | None]
+    status: Mapped[str] = mapped_column(String(16), default="candidate")
+    traffic_share: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ApiKey(Base):
+    __tablename__ = "api_key"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(200))
+    prefix: Mapped[str] = mapped_column(String(16), unique=True)
+    key_hash: Mapped[str] = mapped_column(String(64))
+    scopes: Mapped[str] = mapped_column(String(200))  # comma separated, from SCOPES
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None]

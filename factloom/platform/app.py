@@ -1,0 +1,113 @@
+"""The FastAPI app: wiring only. ``uvicorn factloom.platform.app:app``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from factloom import __version__
+from factloom.config import Settings, get_settings
+from factloom.graph.errors import GraphUnavailable, InvalidGraphInput
+from factloom.platform.errors import PlatformError
+from factloom.platform.ingest.routes import router as ingest_router
+from factloom.platform.metrics import REGISTRY, REQUEST_SECONDS, LedgerCollector
+from factloom.platform.query.routes import router as query_router
+from factloom.platform.resources import Resources
+from factloom.platform.review.routes import router as review_router
+from factloom.platform.system import router as system_router
+
+__all__ = ["app", "create_app"]
+
+log = logging.getLogger(__name__)
+PROBLEM = "application/problem+json"
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+def problem(status: int, title: str, detail: str, request: Request, **extra: Any) -> JSONResponse:
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail,
+            "instance": request.url.path, **extra}
+    return JSONResponse(body, status_code=status, media_type=PROBLEM)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        resources = Resources.open(settings)
+        app.state.resources = resources
+        collector = LedgerCollector(resources.db, settings.redis_url, ("ingest", "check", "learn"))
+        REGISTRY.register(collector)
+        try:
+            yield
+        finally:
+            REGISTRY.unregister(collector)
+            resources.close()
+
+    app = FastAPI(
+        title="FactLoom", version=__version__, lifespan=lifespan,
+        description="Verified facts in a living knowledge graph; multi-hop answers with their paths.",
+    )
+
+    @app.middleware("http")
+    async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        length = request.headers.get("content-length")
+        if length and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            return problem(413, "Payload too large", f"request bodies are limited to {MAX_BODY_BYTES} bytes", request)
+        start = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        REQUEST_SECONDS.labels(request.method, getattr(route, "path", "unmatched"), response.status_code).observe(
+            time.perf_counter() - start
+        )
+        return response
+
+    @app.exception_handler(PlatformError)
+    async def platform_error(request: Request, exc: PlatformError) -> JSONResponse:
+        return problem(exc.status, exc.title, exc.detail, request, **exc.extra)
+
+    @app.exception_handler(GraphUnavailable)
+    async def graph_down(request: Request, exc: GraphUnavailable) -> JSONResponse:
+        return problem(503, "Service unavailable", str(exc), request)
+
+    @app.exception_handler(InvalidGraphInput)
+    async def graph_input(request: Request, exc: InvalidGraphInput) -> JSONResponse:
+        return problem(400, "Bad request", str(exc), request)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            for e in exc.errors()
+        ]
+        if any(e["type"] == "json_invalid" for e in errors):
+            return problem(400, "Malformed JSON", "the request body is not valid JSON", request, errors=errors)
+        first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+        where = ".".join(str(p) for p in first["loc"])
+        return problem(422, "Invalid request", f"{where}: {first['msg']}", request, errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return problem(exc.status_code, str(exc.detail), str(exc.detail), request)
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+    app.include_router(system_router)
+    app.include_router(ingest_router)
+    app.include_router(review_router)
+    app.include_router(query_router)
+    return app
+
+
+app = create_app()

@@ -1,0 +1,220 @@
+"""The ``factloom`` command: run the local platform, manage keys, ingest, query, benchmark."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import runpy
+import sys
+from pathlib import Path
+
+from factloom.config import DEFAULT_KB, Settings, get_settings
+
+__all__ = ["main"]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _api_key(settings: Settings) -> str:
+    if settings.api_key:
+        return settings.api_key
+    path = settings.home / "api-key"
+    if not path.exists():
+        sys.exit(f"no API key: run 'factloom up' (it writes {path}) or set FACTLOOM_API_KEY")
+    return path.read_text().strip()
+
+
+def _client(settings: Settings):  # type: ignore[no-untyped-def]
+    from factloom.client import Client
+
+    return Client(settings.base_url, _api_key(settings))
+
+
+def _local_admin_key(settings: Settings) -> str:
+    """The key the CLI itself uses, created once and kept (mode 0600) in the platform's home."""
+    from factloom.ledger import Database
+    from factloom.platform.auth.service import create_key
+
+    path = settings.home / "api-key"
+    if path.exists():
+        return path.read_text().strip()
+    db = Database(settings.sql_url)
+    try:
+        token, _ = create_key(db=db, name="local-cli", scopes=["admin"])
+    finally:
+        db.dispose()
+    path.write_text(token)
+    path.chmod(0o600)
+    return token
+
+
+def cmd_up(args: argparse.Namespace, settings: Settings) -> None:
+    from factloom.platform import services
+    from factloom.platform.migrate import migrate
+
+    print("starting Neo4j and Redis …", flush=True)
+    services.start_infra(settings)
+    print("migrating the ledger and the graph schema …", flush=True)
+    migrate(settings)
+    _local_admin_key(settings)
+    print("starting API, worker and beat …", flush=True)
+    services.start_app(settings)
+    if not args.no_demo:
+        _load_demo(settings, Path(args.demo) if args.demo else settings.demo_kb_path)
+    bolt = settings.neo4j_uri
+    print(
+        f"\nFactLoom is up.\n  API        {settings.base_url}  (OpenAPI: {settings.base_url}/docs)\n"
+        f"  metrics    {settings.base_url}/metrics\n  Neo4j      {bolt}  (user {settings.neo4j_user}, "
+        f"password in {settings.home / 'neo4j-password'})\n  Redis      {settings.redis_url}\n"
+        f"  SQL        {settings.sql_url}\n  API key    {settings.home / 'api-key'} (scope admin)\n"
+        f"  logs       {settings.home / 'logs'}\n\nTry: factloom query \"who directed [Blade Runner]\""
+    )
+
+
+def _load_demo(settings: Settings, path: Path) -> None:
+    from factloom.graph import Neo4jStore
+    from factloom.platform.bulk import ingest_file
+
+    store = Neo4jStore(settings.neo4j_uri, settings.neo4j_auth())
+    try:
+        _, facts = store.count(DEFAULT_KB)
+    finally:
+        store.close()
+    if facts:
+        print(f"demo knowledge: the '{DEFAULT_KB}' graph already holds {facts} facts")
+        return
+    if not path.exists():
+        print(f"demo knowledge: {path} not found, skipped (pass --demo PATH)")
+        return
+    print(f"demo knowledge: loading {path} through the ingest API …", flush=True)
+    with _client(settings) as client:
+        result = ingest_file(client, str(path), kb=DEFAULT_KB, source="metaqa-wikimovies")
+    print(f"demo knowledge: {result.submitted} submitted, verdicts {result.counts}")
+
+
+def cmd_down(args: argparse.Namespace, settings: Settings) -> None:
+    from factloom.platform import services
+
+    services.stop_all(settings)
+    print("FactLoom stopped.")
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> None:
+    from factloom.platform import services
+
+    states = services.status(settings)
+    for name, up in states.items():
+        print(f"  {name:<9} {'up' if up else 'down'}")
+    if not all(states.values()):
+        sys.exit(1)
+
+
+def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
+    from factloom.platform.migrate import migrate
+
+    migrate(settings)
+    print("ledger and graph schema are current")
+
+
+def cmd_keys(args: argparse.Namespace, settings: Settings) -> None:
+    from factloom.ledger import Database
+    from factloom.platform.auth.service import create_key, parse_scopes
+    from factloom.platform.errors import PlatformError
+
+    db = Database(settings.sql_url)
+    try:
+        token, principal = create_key(db=db, name=args.name, scopes=parse_scopes(args.scopes))
+    except PlatformError as exc:
+        sys.exit(f"error: {exc.detail}")
+    finally:
+        db.dispose()
+    print(token)
+    print(f"(key {principal.key_id}, scopes {','.join(sorted(principal.scopes))}; shown once)", file=sys.stderr)
+
+
+def cmd_ingest(args: argparse.Namespace, settings: Settings) -> None:
+    from factloom.client import ApiError
+    from factloom.platform.bulk import ingest_file
+
+    try:
+        with _client(settings) as client:
+            result = ingest_file(
+                client, args.file, kb=args.kb, source=args.source, batch_size=args.batch_size, wait=not args.no_wait
+            )
+    except (ValueError, OSError, ApiError) as exc:
+        sys.exit(f"error: {exc}")
+    print(json.dumps({"submitted": result.submitted, "duplicates": result.duplicates,
+                      "batches": len(result.batches), "counts": result.counts}))
+
+
+def cmd_query(args: argparse.Namespace, settings: Settings) -> None:
+    from factloom.client import ApiError
+
+    try:
+        with _client(settings) as client:
+            answer = client.query(args.question, kb=args.kb, top_k=args.top_k)
+    except ApiError as exc:
+        sys.exit(f"error: {exc}")
+    if args.json:
+        print(json.dumps(answer, indent=2))
+        return
+    if not answer["answers"]:
+        print("no answer found")
+    for item in answer["answers"]:
+        print(f"{item['score']:.3f}  {item['name']}")
+        for path in item["paths"][:1]:
+            print("       " + "  →  ".join(f"{s['subject']} —{s['predicate']}→ {s['object']}" for s in path))
+    print(f"({', '.join(f'{k} {v:.0f} ms' for k, v in answer['timings_ms'].items())})")
+
+
+def cmd_bench(args: argparse.Namespace, settings: Settings) -> None:
+    script = REPO / "bench" / f"{args.name}.py"
+    if not script.exists():
+        known = sorted(p.stem for p in (REPO / "bench").glob("*.py") if not p.stem.startswith("_"))
+        sys.exit(f"no benchmark {args.name!r}; known: {', '.join(known)}")
+    sys.argv = [str(script), *args.rest]
+    runpy.run_path(str(script), run_name="__main__")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="factloom", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start Neo4j, Redis, API, worker and beat; migrate; load the demo KB")
+    up.add_argument("--no-demo", action="store_true", help="do not load the demo knowledge base")
+    up.add_argument("--demo", help="the demo KB file (subject|predicate|object lines)")
+    up.set_defaults(func=cmd_up)
+    sub.add_parser("down", help="stop every local service").set_defaults(func=cmd_down)
+    sub.add_parser("status", help="each service, up or down").set_defaults(func=cmd_status)
+    sub.add_parser("migrate", help="bring the ledger and the graph schema up to date").set_defaults(func=cmd_migrate)
+    keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="keys_command", required=True)
+    create = keys.add_parser("create", help="print a new API key")
+    create.add_argument("--scopes", required=True, help="comma separated: ingest,query,review,admin")
+    create.add_argument("--name", default="cli", help="who the key is for")
+    create.set_defaults(func=cmd_keys)
+    ingest = sub.add_parser("ingest", help="submit facts from a JSONL, CSV or TSV file")
+    ingest.add_argument("file")
+    ingest.add_argument("--kb", default=DEFAULT_KB)
+    ingest.add_argument("--source", help="source for records that name none")
+    ingest.add_argument("--batch-size", type=int, default=1000)
+    ingest.add_argument("--no-wait", action="store_true", help="return once submitted, before the checks")
+    ingest.set_defaults(func=cmd_ingest)
+    query = sub.add_parser("query", help="ask a question")
+    query.add_argument("question")
+    query.add_argument("--kb", default=DEFAULT_KB)
+    query.add_argument("--top-k", type=int, default=5)
+    query.add_argument("--json", action="store_true")
+    query.set_defaults(func=cmd_query)
+    bench = sub.add_parser("bench", help="run a benchmark from bench/ (ingest, query, …)")
+    bench.add_argument("name")
+    bench.add_argument("rest", nargs=argparse.REMAINDER)
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    args.func(args, get_settings())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""The long-lived objects one API process shares: settings, ledger, graph store, models."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from factloom.config import Settings
+from factloom.graph import Neo4jStore
+from factloom.ledger import Database
+from factloom.model.embedder import Embedder
+
+__all__ = ["Resources"]
+
+
+@dataclass
+class Resources:
+    settings: Settings
+    db: Database
+    store: Neo4jStore
+    _embedder: Embedder | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def open(cls, settings: Settings) -> Resources:
+        return cls(
+            settings=settings,
+            db=Database(settings.sql_url),
+            store=Neo4jStore(settings.neo4j_uri, settings.neo4j_auth()),
+        )
+
+    @property
+    def embedder(self) -> Embedder:
+        """The sentence model, loaded on first use (a few seconds) and shared by all requests."""
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = Embedder(self.settings.embedder_path or None, device=self.settings.device)
+            return self._embedder
+
+    def close(self) -> None:
+        self.store.close()
+        self.db.dispose()

@@ -1,0 +1,72 @@
+"""Review: list what the checkers could not decide; record, audit and carry out decisions."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select, update
+
+from factloom.ledger import AuditEvent, Database, FactSubmission, ReviewDecision, Status
+from factloom.platform.errors import BadRequest, Conflict, NotFound
+
+__all__ = ["list_submissions", "decide"]
+
+REVIEWABLE = frozenset({Status.needs_review})
+
+
+def list_submissions(
+    *, db: Database, kb: str | None, status: str, predicate: str | None, source: str | None,
+    batch_id: str | None, limit: int, offset: int,
+) -> tuple[list[FactSubmission], int]:
+    try:
+        wanted = Status(status)
+    except ValueError:
+        raise BadRequest(f"unknown status {status!r}; known: {', '.join(s.value for s in Status)}") from None
+    where = [FactSubmission.status == wanted]
+    if kb:
+        where.append(FactSubmission.kb == kb)
+    if predicate:
+        where.append(FactSubmission.predicate == predicate)
+    if source:
+        where.append(FactSubmission.source == source)
+    if batch_id:
+        where.append(FactSubmission.batch_id == batch_id)
+    with db.session() as session:
+        total = session.scalar(select(func.count()).select_from(FactSubmission).where(*where)) or 0
+        rows = session.scalars(
+            select(FactSubmission).where(*where)
+            .order_by(FactSubmission.created_at, FactSubmission.id).limit(limit).offset(offset)
+        ).all()
+        for row in rows:
+            _ = row.checks
+    return list(rows), total
+
+
+def decide(*, db: Database, submission_id: str, decision: str, reason: str, reviewer: str) -> Status:
+    """Accept (→ ``reviewed``, then committed by a worker) or reject a submission waiting for review."""
+    new_status = Status.reviewed if decision == "accept" else Status.rejected
+    with db.session() as session:
+        row = session.get(FactSubmission, submission_id)
+        if row is None:
+            raise NotFound(f"no submission {submission_id}")
+        if row.status not in REVIEWABLE:
+            raise Conflict(f"submission {submission_id} is {row.status.value}, not waiting for review")
+        # the conditional update makes two reviewers deciding at once come out as one decision
+        changed = session.execute(
+            update(FactSubmission)
+            .where(FactSubmission.id == submission_id, FactSubmission.status.in_(list(REVIEWABLE)))
+            .values(status=new_status, verdict_reason=f"review: {decision}" + (f" ({reason})" if reason else ""))
+        ).rowcount
+        if not changed:
+            raise Conflict(f"submission {submission_id} was decided concurrently")
+        session.add(ReviewDecision(submission_id=submission_id, decision=decision, reason=reason, reviewer=reviewer))
+        session.add(
+            AuditEvent(actor=reviewer, action=f"review.{decision}", target=submission_id,
+                       details={"reason": reason, "fact_id": row.fact_id, "kb": row.kb})
+        )
+    if new_status is Status.reviewed:
+        from factloom.workers.tasks import enqueue_commit
+
+        try:
+            enqueue_commit([submission_id], 1)
+        except Exception:  # stays 'reviewed' in the ledger; the sweeper commits it
+            pass
+    return new_status

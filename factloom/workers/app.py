@@ -1,0 +1,40 @@
+"""The Celery app. ``celery -A factloom.workers.app worker -Q ingest,check,learn``."""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from factloom.config import get_settings
+
+__all__ = ["app", "make_app", "QUEUES"]
+
+QUEUES = ("ingest", "check", "learn")
+
+
+def make_app(broker_url: str, sweep_every_s: float) -> Celery:
+    celery = Celery("factloom", broker=broker_url, backend=broker_url, include=["factloom.workers.tasks"])
+    celery.conf.update(
+        task_default_queue="check",
+        task_routes={"factloom.check.*": {"queue": "check"}, "factloom.ingest.*": {"queue": "ingest"}},
+        # a task is acknowledged after it ran, and redelivered if its worker dies: with idempotent
+        # tasks (by submission and fact id) a killed worker loses nothing and duplicates nothing
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_expires=3600,
+        task_ignore_result=True,
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={"visibility_timeout": 3600},
+        beat_schedule={
+            "sweep-stale-submissions": {"task": "factloom.ingest.sweep", "schedule": sweep_every_s},
+        },
+    )
+    celery.set_default()  # tasks declared with @shared_task bind to this app in every process
+    return celery
+
+
+_settings = get_settings()
+app = make_app(_settings.redis_url, _settings.sweep_every_s)

@@ -1,0 +1,151 @@
+"""The check and commit steps a submission goes through, written against the ledger and the store.
+
+Each step takes submission ids, reloads their rows, and moves only rows in the state it expects, so
+running a step twice (a redelivered message, the sweeper) changes nothing the second time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy import delete, select, update
+
+from factloom.graph import FactWrite
+from factloom.ledger import CheckResult, FactSubmission, Status
+from factloom.verify import Claim, Verdict, VerifierResult
+from factloom.workers.context import WorkerContext
+
+__all__ = ["check_submissions", "commit_submissions", "stale_submissions"]
+
+log = logging.getLogger(__name__)
+
+_VERDICT_STATUS = {
+    Verdict.accept: Status.accepted, Verdict.reject: Status.rejected, Verdict.review: Status.needs_review,
+}
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    # SQLite returns naive datetimes; the ledger writes only UTC
+    return value.replace(tzinfo=timezone.utc) if value is not None and value.tzinfo is None else value
+
+
+def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
+    """Run every verifier on the submissions still waiting for a check; commit the accepted ones."""
+    with ctx.db.session() as session:
+        rows = session.scalars(
+            select(FactSubmission)
+            .where(FactSubmission.id.in_(ids), FactSubmission.status.in_([Status.pending, Status.checking]))
+            .order_by(FactSubmission.created_at, FactSubmission.id)
+        ).all()
+        for row in rows:
+            row.status = Status.checking
+            row.attempts += 1
+        by_kb: dict[str, list[Claim]] = {}
+        for row in rows:
+            by_kb.setdefault(row.kb, []).append(
+                Claim(
+                    submission_id=row.id, fact_id=row.fact_id, subject=row.subject,
+                    predicate=row.predicate, object=row.object, source=row.source,
+                    valid_from=_aware(row.valid_from), valid_to=_aware(row.valid_to),
+                    evidence_text=(row.evidence or {}).get("text"),
+                )
+            )
+    counts = {"accepted": 0, "rejected": 0, "needs_review": 0}
+    accepted: list[str] = []
+    now = datetime.now(timezone.utc)
+    for kb, claims in by_kb.items():
+        graph = ctx.store.current_facts(kb, {(c.subject, c.predicate) for c in claims})
+        per_verifier = [v.check(claims, graph, now) for v in ctx.verifiers]
+        with ctx.db.session() as session:
+            session.execute(delete(CheckResult).where(CheckResult.submission_id.in_([c.submission_id for c in claims])))
+            for i, claim in enumerate(claims):
+                results: list[VerifierResult] = [results_of[i] for results_of in per_verifier]
+                fused = ctx.rule.fuse(results)
+                status = _VERDICT_STATUS[fused.verdict]
+                session.add_all(_rows(claim.submission_id, results))
+                session.add(
+                    CheckResult(
+                        submission_id=claim.submission_id, verifier=ctx.rule.name, score=fused.probability,
+                        probability=fused.probability, explanation=fused.reason,
+                        details={"accept": ctx.rule.accept, "reject": ctx.rule.reject, "verdict": fused.verdict.value},
+                        model_version=ctx.rule.version,
+                    )
+                )
+                session.execute(
+                    update(FactSubmission)
+                    .where(FactSubmission.id == claim.submission_id, FactSubmission.status == Status.checking)
+                    .values(status=status, probability=fused.probability, verdict_reason=fused.reason)
+                )
+                counts[status.value] += 1
+                if status is Status.accepted:
+                    accepted.append(claim.submission_id)
+    if accepted:
+        commit_submissions(ctx, accepted)
+    return counts
+
+
+def _rows(submission_id: str, results: Sequence[VerifierResult]) -> list[CheckResult]:
+    return [
+        CheckResult(
+            submission_id=submission_id, verifier=r.verifier, score=r.score, probability=r.probability,
+            explanation=r.explanation, details=r.details or None, model_version=r.model_version,
+        )
+        for r in results
+    ]
+
+
+def commit_submissions(ctx: WorkerContext, ids: Sequence[str]) -> int:
+    """Write accepted (or reviewed-and-accepted) submissions to Neo4j, then mark them committed."""
+    with ctx.db.session() as session:
+        rows = session.scalars(
+            select(FactSubmission).where(
+                FactSubmission.id.in_(ids), FactSubmission.status.in_([Status.accepted, Status.reviewed])
+            )
+        ).all()
+        work = [(r.id, r.kb, _write(r, ctx.settings.functional_predicates)) for r in rows]
+    by_kb: dict[str, list[FactWrite]] = {}
+    for _, kb, fact in work:
+        by_kb.setdefault(kb, []).append(fact)
+    for kb, facts in by_kb.items():
+        # the graph write is idempotent by fact_id: a crash before the ledger update below only
+        # means the sweeper writes the same facts again
+        ctx.store.write_facts(kb, facts, embed=ctx.embedder.embed)
+    if not work:
+        return 0
+    with ctx.db.session() as session:
+        session.execute(
+            update(FactSubmission)
+            .where(FactSubmission.id.in_([w[0] for w in work]),
+                   FactSubmission.status.in_([Status.accepted, Status.reviewed]))
+            .values(status=Status.committed, committed_at=datetime.now(timezone.utc))
+        )
+    return len(work)
+
+
+def _write(row: FactSubmission, functional: Sequence[str]) -> FactWrite:
+    return FactWrite(
+        fact_id=row.fact_id, subject=row.subject, predicate=row.predicate, object=row.object,
+        source=row.source, confidence=row.probability if row.probability is not None else 1.0,
+        valid_from=_aware(row.valid_from), valid_to=_aware(row.valid_to),
+        # a checked or reviewed value of a functional predicate replaces the current one
+        supersede=row.predicate in functional,
+    )
+
+
+def stale_submissions(ctx: WorkerContext, older_than: timedelta, limit: int = 5000) -> tuple[list[str], list[str]]:
+    """Ids untouched for ``older_than``: (still to check, accepted but not yet in the graph)."""
+    cutoff = datetime.now(timezone.utc) - older_than
+    with ctx.db.session() as session:
+        to_check = session.scalars(
+            select(FactSubmission.id)
+            .where(FactSubmission.status.in_([Status.pending, Status.checking]), FactSubmission.updated_at < cutoff)
+            .limit(limit)
+        ).all()
+        to_commit = session.scalars(
+            select(FactSubmission.id)
+            .where(FactSubmission.status.in_([Status.accepted, Status.reviewed]), FactSubmission.updated_at < cutoff)
+            .limit(limit)
+        ).all()
+    return list(to_check), list(to_commit)

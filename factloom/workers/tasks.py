@@ -1,0 +1,56 @@
+"""Celery tasks. Each takes ids only, reloads state, and is idempotent."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from celery import shared_task
+from sqlalchemy import update
+
+from factloom.ledger import FactSubmission
+from factloom.ledger.tables import utcnow
+from factloom.workers import pipeline
+from factloom.workers.context import context
+
+__all__ = ["check_submissions", "commit_submissions", "sweep", "enqueue_check", "enqueue_commit"]
+
+log = logging.getLogger(__name__)
+
+_RETRY = {"autoretry_for": (Exception,), "retry_backoff": True, "retry_backoff_max": 60, "max_retries": 8}
+
+
+@shared_task(name="factloom.check.submissions", **_RETRY)
+def check_submissions(ids: list[str]) -> dict[str, int]:
+    return pipeline.check_submissions(context(), ids)
+
+
+@shared_task(name="factloom.check.commit", **_RETRY)
+def commit_submissions(ids: list[str]) -> int:
+    return pipeline.commit_submissions(context(), ids)
+
+
+@shared_task(name="factloom.ingest.sweep")
+def sweep() -> dict[str, int]:
+    """Re-enqueue submissions whose message was lost (broker restart, worker killed)."""
+    ctx = context()
+    to_check, to_commit = pipeline.stale_submissions(ctx, timedelta(seconds=ctx.settings.sweep_after_s))
+    ids = to_check + to_commit
+    if ids:
+        # touch them so the next sweep leaves them alone while these messages are in flight
+        with ctx.db.session() as session:
+            session.execute(update(FactSubmission).where(FactSubmission.id.in_(ids)).values(updated_at=utcnow()))
+        enqueue_check(to_check, ctx.settings.check_chunk_size)
+        enqueue_commit(to_commit, ctx.settings.check_chunk_size)
+        log.info("sweeper re-enqueued %d to check, %d to commit", len(to_check), len(to_commit))
+    return {"check": len(to_check), "commit": len(to_commit)}
+
+
+def enqueue_check(ids: list[str], chunk: int) -> None:
+    for start in range(0, len(ids), chunk):
+        check_submissions.apply_async(args=[ids[start:start + chunk]], queue="check")
+
+
+def enqueue_commit(ids: list[str], chunk: int) -> None:
+    for start in range(0, len(ids), chunk):
+        commit_submissions.apply_async(args=[ids[start:start + chunk]], queue="check")
