@@ -173,6 +173,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> None:
         known = sorted(p.stem for p in (REPO / "bench").glob("*.py") if not p.stem.startswith("_"))
         sys.exit(f"no benchmark {args.name!r}; known: {', '.join(known)}")
     sys.argv = [str(script), *args.rest]
+    sys.path.insert(0, str(script.parent))
     runpy.run_path(str(script), run_name="__main__")
 
 

@@ -246,14 +246,17 @@ class Service:
                 except OSError as exc:
                     raise self._fail(f"could not run {cmd[0]}: {exc}") from exc
             self.pid_file.write_text(f"{self._proc.pid}\n")
-        while not self.ready():
-            if self.pid() is None:
-                self.pid_file.unlink(missing_ok=True)
-                raise self._fail("exited during start")
-            if time.monotonic() > deadline:
-                raise self._fail(f"not ready after {timeout or self.start_timeout:.0f}s")
-            time.sleep(0.25)
-        self.after_start(deadline)
+        try:
+            while not self.ready():
+                if self.pid() is None:
+                    raise self._fail("exited during start")
+                if time.monotonic() > deadline:
+                    raise self._fail(f"not ready after {timeout or self.start_timeout:.0f}s")
+                time.sleep(0.25)
+            self.after_start(deadline)
+        except BaseException:
+            self.stop()  # a half-started service would hold its port and confuse the next start
+            raise
 
     def stop(self, timeout: float | None = None) -> None:
         pid = self.pid()

@@ -1,0 +1,24 @@
+# One image for the api, worker, beat and migrate services of docker-compose.yml.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    FACTLOOM_HOME=/var/lib/factloom
+
+WORKDIR /app
+
+# dependencies first: this layer is rebuilt only when the pins change
+COPY requirements.lock ./
+RUN pip install -r requirements.lock
+
+COPY pyproject.toml alembic.ini* ./
+COPY factloom ./factloom
+COPY migrations ./migrations
+RUN pip install --no-deps . \
+    && useradd --system --create-home --home-dir /var/lib/factloom factloom
+
+USER factloom
+EXPOSE 8000
+CMD ["uvicorn", "factloom.platform.app:app", "--host", "0.0.0.0", "--port", "8000"]

@@ -1,0 +1,67 @@
+"""Ingest throughput: facts/s from ``POST /v1/facts`` to committed in Neo4j, check stage on,
+against Neo4j's raw batched write rate measured in the same run (BENCHMARKS.md §5)."""
+
+from __future__ import annotations
+
+import time
+
+from _common import client, parser, write_result
+
+from factloom.config import get_settings
+from factloom.graph import FactWrite, Neo4jStore, fact_id_for
+from factloom.platform.bulk import ingest_facts
+
+
+def main() -> None:
+    p = parser("ingest", __doc__ or "")
+    p.add_argument("--facts", type=int, default=20000, help="how many MetaQA KB lines to ingest")
+    p.add_argument("--batch-size", type=int, default=1000)
+    args = p.parse_args()
+    started = time.perf_counter()
+    settings = get_settings()
+    lines = (args.data_dir / "metaqa" / "kb.txt").read_text(encoding="utf-8").splitlines()[: args.facts]
+    rows = [dict(zip(("subject", "predicate", "object"), line.split("|"), strict=True)) for line in lines]
+    for row in rows:
+        row["source"] = "bench"
+    api_kb, raw_kb = "bench-ingest", "bench-raw"
+    store = Neo4jStore(settings.neo4j_uri, settings.neo4j_auth())
+    for kb in (api_kb, raw_kb):
+        store.drop_kb(kb)
+
+    with client(settings) as api:
+        t0 = time.perf_counter()
+        result = ingest_facts(api, rows, kb=api_kb, batch_size=args.batch_size, total=len(rows), timeout=7200)
+        api_seconds = time.perf_counter() - t0
+    entities, facts = store.count(api_kb)
+
+    # the raw rate: the same facts written straight through the store in the same batch size,
+    # without the API, the ledger, the checks or the entity embeddings
+    t0 = time.perf_counter()
+    for start in range(0, len(rows), args.batch_size):
+        chunk = rows[start:start + args.batch_size]
+        store.write_facts(raw_kb, [
+            FactWrite(fact_id=fact_id_for(raw_kb, r["subject"], r["predicate"], r["object"]), subject=r["subject"],
+                      predicate=r["predicate"], object=r["object"], source="bench")
+            for r in chunk
+        ])
+    raw_seconds = time.perf_counter() - t0
+    store.close()
+
+    metrics = {
+        "facts_per_s": round(len(rows) / api_seconds, 1),
+        "raw_neo4j_facts_per_s": round(len(rows) / raw_seconds, 1),
+        "ratio_to_raw": round(raw_seconds / api_seconds, 3),
+        "api_seconds": round(api_seconds, 2), "raw_seconds": round(raw_seconds, 2),
+        "submitted": result.submitted, "verdicts": result.counts,
+        "graph_entities": entities, "graph_facts": facts, "errors": 0,
+    }
+    print(f"{'path':<28}{'facts/s':>10}{'seconds':>10}")
+    print(f"{'POST → checked → Neo4j':<28}{metrics['facts_per_s']:>10}{metrics['api_seconds']:>10}")
+    print(f"{'raw batched Neo4j writes':<28}{metrics['raw_neo4j_facts_per_s']:>10}{metrics['raw_seconds']:>10}")
+    write_result(args.out, benchmark="ingest", dataset="metaqa-kb", split="kb",
+                 settings={"facts": len(rows), "batch_size": args.batch_size,
+                           "check_chunk_size": settings.check_chunk_size}, metrics=metrics, started=started)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""Auth and bad input: a clear application/problem+json answer, and nothing written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from factloom.ledger import Database, FactSubmission, IngestBatch
+
+pytestmark = pytest.mark.integration
+
+GOOD = {"subject": "Alien", "predicate": "directed_by", "object": "Ridley Scott"}
+
+
+def ledger_rows(db: Database) -> tuple[int, int]:
+    with db.session() as session:
+        return (session.scalar(select(func.count()).select_from(IngestBatch)) or 0,
+                session.scalar(select(func.count()).select_from(FactSubmission)) or 0)
+
+
+def assert_problem(response: httpx.Response, status: int, fragment: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    body = response.json()
+    assert body["status"] == status and fragment in body["detail"], body
+
+
+def test_every_v1_route_needs_a_key(anonymous: httpx.Client) -> None:
+    assert_problem(anonymous.post("/v1/facts", json={"facts": [GOOD]}), 401, "missing API key")
+    assert_problem(anonymous.post("/v1/query", json={"question": "who directed [Alien]"}), 401, "missing API key")
+    assert_problem(anonymous.get("/v1/review"), 401, "missing API key")
+    bad = anonymous.get("/v1/review", headers={"Authorization": "Bearer fl_nothere_xyz"})
+    assert_problem(bad, 401, "unknown or revoked")
+    assert_problem(anonymous.get("/v1/review", headers={"Authorization": "Bearer nonsense"}), 401, "malformed")
+
+
+def test_a_key_needs_the_route_scope(client_with: Callable[[str], httpx.Client], db: Database) -> None:
+    before = ledger_rows(db)
+    query_only = client_with("query")
+    assert_problem(query_only.post("/v1/facts", json={"facts": [GOOD]}), 403, "'ingest' scope")
+    assert_problem(query_only.get("/v1/review"), 403, "'review' scope")
+    assert_problem(query_only.post("/v1/keys", json={"name": "x", "scopes": ["query"]}), 403, "'admin' scope")
+    ingest_only = client_with("ingest")
+    assert_problem(ingest_only.post("/v1/query", json={"question": "who directed [Alien]"}), 403, "'query' scope")
+    assert ledger_rows(db) == before
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "fragment"),
+    [
+        ('{"facts": [', 400, "not valid JSON"),
+        ({"facts": [{"subject": "Alien", "predicate": "directed_by"}]}, 422, "facts.0.object"),
+        ({"facts": [{**GOOD, "subject": 42}]}, 422, "facts.0.subject"),
+        ({"facts": [{**GOOD, "valid_from": "yesterday"}]}, 422, "facts.0.valid_from"),
+        ({"facts": [{**GOOD, "valid_from": "2024-01-01T00:00:00"}]}, 422, "time zone"),
+        ({"facts": [{**GOOD, "subject": "x" * 1001}]}, 422, "at most 1000"),
+        ({"facts": [{**GOOD, "evidence": {"text": "y" * 10_001}}]}, 422, "at most 10000"),
+        ({"facts": [{**GOOD, "colour": "red"}]}, 422, "facts.0.colour"),
+        ({"facts": []}, 422, "facts"),
+        ({"kb": "no spaces allowed", "facts": [GOOD]}, 422, "kb"),
+        ({"facts": [GOOD] * 1001}, 413, "at most 1000 facts"),
+        # one bad fact fails the whole batch: the good one before it is not written either
+        ({"facts": [GOOD, {**GOOD, "predicate": ""}]}, 422, "facts.1.predicate"),
+    ],
+)
+def test_bad_input_is_refused_whole(api: httpx.Client, db: Database, body: object, status: int, fragment: str) -> None:
+    before = ledger_rows(db)
+    if isinstance(body, str):
+        response = api.post("/v1/facts", content=body, headers={"content-type": "application/json"})
+    else:
+        response = api.post("/v1/facts", json=body)
+    assert_problem(response, status, fragment)
+    assert ledger_rows(db) == before
+
+
+def test_other_bad_input(api: httpx.Client) -> None:
+    assert_problem(api.post("/v1/keys", json={"name": "x", "scopes": ["query", "root"]}), 400, "unknown scope(s) root")
+    assert_problem(api.get("/v1/review", params={"status": "maybe"}), 400, "unknown status")
+    assert_problem(api.get("/v1/review", params={"limit": 0}), 422, "limit")
+    assert_problem(api.get("/v1/facts/doesnotexist"), 404, "no submission")
+    assert_problem(api.get("/v1/batches/doesnotexist"), 404, "no batch")
+    assert_problem(api.post("/v1/review/doesnotexist", json={"decision": "accept"}), 404, "no submission")
+    assert_problem(api.post("/v1/review/x", json={"decision": "maybe"}), 422, "decision")
+    assert_problem(api.post("/v1/query", json={"question": ""}), 422, "question")
+    assert_problem(api.get("/v1/nothing"), 404, "Not Found")
+
+
+def test_keys_created_by_admin_work(api: httpx.Client, anonymous: httpx.Client) -> None:
+    created = api.post("/v1/keys", json={"name": "reviewer-1", "scopes": ["review"]})
+    assert created.status_code == 201
+    token = created.json()["key"]
+    ok = anonymous.get("/v1/review", headers={"Authorization": f"Bearer {token}"})
+    assert ok.status_code == 200
+
+
+def test_health_readiness_and_metrics(anonymous: httpx.Client) -> None:
+    assert anonymous.get("/healthz").json()["status"] == "ok"
+    ready = anonymous.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["checks"] == {"neo4j": True, "sql": True, "redis": True}
+    text = anonymous.get("/metrics").text
+    for metric in ("factloom_http_request_seconds_bucket", "factloom_submissions", "factloom_queue_depth",
+                   "factloom_ingested_facts_total"):
+        assert metric in text

@@ -1,0 +1,155 @@
+"""End to end through the real API, Celery worker, Neo4j, Redis and SQLite."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from factloom.graph import Neo4jStore
+from factloom.ledger import Database, FactSubmission
+from factloom.platform.ingest import service as ingest
+
+pytestmark = pytest.mark.integration
+
+MOVIES = [
+    ("Blade Runner", "directed_by", "Ridley Scott"),
+    ("Blade Runner", "starred_actors", "Harrison Ford"),
+    ("Blade Runner", "release_year", "1982"),
+    ("Alien", "directed_by", "Ridley Scott"),
+    ("Alien", "release_year", "1979"),
+    ("Witness", "starred_actors", "Harrison Ford"),
+    ("Witness", "directed_by", "Peter Weir"),
+]
+
+
+def facts(rows: list[tuple[str, str, str]], source: str = "wikimovies") -> list[dict[str, Any]]:
+    return [{"subject": s, "predicate": p, "object": o, "source": source} for s, p, o in rows]
+
+
+def wait_batch(api: httpx.Client, batch_id: str, timeout: float = 90.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        body = api.get(f"/v1/batches/{batch_id}").json()
+        if body["status"] == "done" and body["counts"]["accepted"] == 0 and body["counts"]["reviewed"] == 0:
+            return body
+        assert time.monotonic() < deadline, f"batch {batch_id} still {body}"
+        time.sleep(0.3)
+
+
+def wait_status(api: httpx.Client, submission_id: str, status: str, timeout: float = 60.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        body = api.get(f"/v1/facts/{submission_id}").json()
+        if body["status"] == status:
+            return body
+        assert time.monotonic() < deadline, f"submission {submission_id} still {body['status']}"
+        time.sleep(0.3)
+
+
+def submission_ids(db: Database, batch_id: str) -> list[str]:
+    with db.session() as session:
+        return [r.id for r in session.query(FactSubmission).filter_by(batch_id=batch_id).order_by(FactSubmission.created_at)]
+
+
+def ask(api: httpx.Client, kb: str, question: str) -> list[dict[str, Any]]:
+    response = api.post("/v1/query", json={"question": question, "kb": kb, "top_k": 5})
+    assert response.status_code == 200, response.text
+    return response.json()["answers"]  # type: ignore[no-any-return]
+
+
+def test_post_facts_commit_to_neo4j_and_answer_with_paths(api: httpx.Client, store: Neo4jStore) -> None:
+    kb = "e2e"
+    response = api.post("/v1/facts", json={"kb": kb, "facts": facts(MOVIES)})
+    assert response.status_code == 202, response.text
+    body = response.json()
+    assert body["count"] == len(MOVIES) and body["duplicates"] == 0
+    done = wait_batch(api, body["batch_id"])
+    assert done["counts"]["committed"] == len(MOVIES)
+    assert store.count(kb) == (7, len(MOVIES))
+
+    answers = ask(api, kb, "who directed [Blade Runner]")
+    assert answers[0]["name"] == "Ridley Scott"
+    path = answers[0]["paths"][0]
+    assert [(s["subject"], s["predicate"], s["object"]) for s in path] == [("Blade Runner", "directed_by", "Ridley Scott")]
+    stored = store.facts_by_id(kb, [s["fact_id"] for s in path])
+    assert [(f.subject, f.predicate, f.object, f.sources) for f in stored] == [
+        ("Blade Runner", "directed_by", "Ridley Scott", ["wikimovies"])
+    ]
+
+    two_hop = ask(api, kb, "which films share actors with [Witness]")
+    assert "Blade Runner" in [a["name"] for a in two_hop]
+    assert all(len(p) == 2 for a in two_hop if a["name"] == "Blade Runner" for p in a["paths"])
+
+
+def test_resubmission_is_idempotent(api: httpx.Client, store: Neo4jStore, db: Database) -> None:
+    kb = "idem"
+    rows = facts(MOVIES[:3])
+    first = api.post("/v1/facts", json={"kb": kb, "facts": rows}).json()
+    wait_batch(api, first["batch_id"])
+    again = api.post("/v1/facts", json={"kb": kb, "facts": rows + rows}).json()
+    assert (again["count"], again["duplicates"]) == (0, 6)
+    keyed = [{**rows[0], "key": "k-1"}, {**rows[1], "key": "k-1"}]
+    once = api.post("/v1/facts", json={"kb": kb, "facts": keyed}).json()
+    twice = api.post("/v1/facts", json={"kb": kb, "facts": keyed}).json()
+    assert (once["count"], twice["count"], twice["duplicates"]) == (1, 0, 1)
+    wait_batch(api, once["batch_id"])
+    # the same fact from another source is a new submission that corroborates one graph fact
+    other = api.post("/v1/facts", json={"kb": kb, "facts": facts(MOVIES[:1], source="imdb")}).json()
+    assert other["count"] == 1
+    wait_batch(api, other["batch_id"])
+    assert store.count(kb) == (4, 3)
+    fact_id = api.get(f"/v1/facts/{submission_ids(db, other['batch_id'])[0]}").json()["fact_id"]
+    assert sorted(store.facts_by_id(kb, [fact_id])[0].sources) == ["imdb", "wikimovies"]
+
+
+def test_functional_contradiction_waits_for_review_and_a_decision_commits_it(
+    api: httpx.Client, store: Neo4jStore, db: Database
+) -> None:
+    kb = "contra"
+    wait_batch(api, api.post("/v1/facts", json={"kb": kb, "facts": facts(MOVIES[:3])}).json()["batch_id"])
+    conflicting = api.post("/v1/facts", json={"kb": kb, "facts": facts([("Blade Runner", "release_year", "1999")], "blog")}).json()
+    (sid,) = submission_ids(db, conflicting["batch_id"])
+    item = wait_status(api, sid, "needs_review")
+    consistency = next(c for c in item["checks"] if c["verifier"] == "consistency")
+    assert "1982" in consistency["explanation"] and consistency["probability"] == 0.5
+    assert any(c["verifier"] == "fusion" for c in item["checks"])
+
+    queue = api.get("/v1/review", params={"kb": kb, "predicate": "release_year"}).json()
+    assert [i["id"] for i in queue["items"]] == [sid] and queue["total"] == 1
+    assert ask(api, kb, "when was [Blade Runner] released")[0]["name"] == "1982"
+
+    decided = api.post(f"/v1/review/{sid}", json={"decision": "accept", "reason": "director's cut date"})
+    assert decided.status_code == 200 and decided.json()["status"] == "reviewed"
+    wait_status(api, sid, "committed")
+    assert [a["name"] for a in ask(api, kb, "when was [Blade Runner] released")][:1] == ["1999"]
+    again = api.post(f"/v1/review/{sid}", json={"decision": "reject"})
+    assert again.status_code == 409 and again.headers["content-type"] == "application/problem+json"
+    history = store.current_facts(kb, [("Blade Runner", "release_year")])[("Blade Runner", "release_year")]
+    assert [f.object for f in history] == ["1999"]
+
+
+def test_rejected_and_pending_facts_never_answer(api: httpx.Client, db: Database) -> None:
+    kb = "neveranswer"
+    wait_batch(api, api.post("/v1/facts", json={"kb": kb, "facts": facts(MOVIES[:3])}).json()["batch_id"])
+    bad = api.post("/v1/facts", json={"kb": kb, "facts": [
+        {"subject": "Blade Runner", "predicate": "written_by", "object": "Nobody",
+         "valid_from": "2020-01-01T00:00:00Z", "valid_to": "2019-01-01T00:00:00Z"},
+        {"subject": "Blade Runner", "predicate": "release_year", "object": "2049"},
+    ]}).json()
+    inverted, contradiction = submission_ids(db, bad["batch_id"])
+    wait_status(api, inverted, "rejected")
+    wait_status(api, contradiction, "needs_review")
+    api.post(f"/v1/review/{contradiction}", json={"decision": "reject", "reason": "sequel, not this film"})
+    wait_status(api, contradiction, "rejected")
+    # a pending submission, in the ledger but not yet checked
+    from factloom.platform.ingest.schemas import FactIn
+
+    ingest.submit(db=db, kb=kb, facts=[FactIn(subject="Blade Runner", predicate="directed_by", object="Pending Person")],
+                  max_facts=10, api_key_id=None)
+    names = {a["name"] for q in ("who wrote [Blade Runner]", "when was [Blade Runner] released", "who directed [Blade Runner]")
+             for a in ask(api, kb, q)}
+    assert not names & {"Nobody", "2049", "Pending Person"}
+    assert "Ridley Scott" in names

@@ -1,0 +1,81 @@
+"""The consistency verifier and the verdict rule on hand-made cases."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from factloom.graph.types import StoredFact
+from factloom.verify import Claim, ConsistencyVerifier, Verdict, VerdictRule, VerifierResult
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def claim(subject: str, predicate: str, obj: str, n: int = 0, **kw: object) -> Claim:
+    return Claim(submission_id=f"s{n}", fact_id=f"f{n}", subject=subject, predicate=predicate, object=obj, **kw)  # type: ignore[arg-type]
+
+
+def stored(subject: str, predicate: str, obj: str, fact_id: str = "g1") -> StoredFact:
+    return StoredFact(fact_id=fact_id, subject=subject, predicate=predicate, object=obj,
+                      sources=["wiki"], confidence=1.0, valid_from=None, valid_to=None)
+
+
+verifier = ConsistencyVerifier(functional=["release_year"])
+rule = VerdictRule(accept=0.9, reject=0.1)
+
+
+def verdict(c: Claim, graph: dict[tuple[str, str], list[StoredFact]] | None = None) -> tuple[Verdict, VerifierResult]:
+    result = verifier.check([c], graph or {}, NOW)[0]
+    return rule.fuse([result]).verdict, result
+
+
+def test_new_consistent_fact_is_accepted() -> None:
+    v, result = verdict(claim("Blade Runner", "directed_by", "Ridley Scott"))
+    assert v is Verdict.accept and result.details["rule"] == "ok"
+
+
+def test_second_value_of_functional_predicate_goes_to_review() -> None:
+    graph = {("Blade Runner", "release_year"): [stored("Blade Runner", "release_year", "1982")]}
+    v, result = verdict(claim("Blade Runner", "release_year", "1999"), graph)
+    assert v is Verdict.review
+    assert "1982" in result.explanation and result.details["fact_ids"] == ["g1"]
+
+
+def test_second_value_of_non_functional_predicate_is_fine() -> None:
+    graph = {("Blade Runner", "starred_actors"): [stored("Blade Runner", "starred_actors", "Harrison Ford")]}
+    v, _ = verdict(claim("Blade Runner", "starred_actors", "Rutger Hauer"), graph)
+    assert v is Verdict.accept
+
+
+def test_duplicate_is_accepted_as_corroboration_whatever_the_case() -> None:
+    graph = {("blade runner", "release_year"): [stored("Blade Runner", "release_year", "1982")]}
+    v, result = verdict(claim("blade runner", "release_year", " 1982"), graph)
+    assert v is Verdict.accept and result.details["rule"] == "duplicate"
+
+
+def test_inverted_interval_is_rejected() -> None:
+    v, _ = verdict(claim("A", "p", "B", valid_from=NOW, valid_to=NOW - timedelta(days=3)))
+    assert v is Verdict.reject
+
+
+def test_future_validity_and_self_loop_are_doubtful() -> None:
+    assert verdict(claim("A", "p", "B", valid_from=NOW + timedelta(days=30)))[0] is Verdict.review
+    assert verdict(claim("A", "p", "a"))[0] is Verdict.review
+
+
+def test_contradiction_inside_one_chunk_is_caught() -> None:
+    claims = [claim("Alien", "release_year", "1979", 1), claim("Alien", "release_year", "1986", 2)]
+    first, second = verifier.check(claims, {}, NOW)
+    assert rule.fuse([first]).verdict is Verdict.accept
+    assert rule.fuse([second]).verdict is Verdict.review
+
+
+def test_rule_takes_the_most_doubtful_and_reviews_abstentions() -> None:
+    sure = VerifierResult("a", 0.99, "fine")
+    doubtful = VerifierResult("b", 0.4, "hmm")
+    fused = rule.fuse([sure, doubtful])
+    assert fused.verdict is Verdict.review and fused.probability == 0.4 and fused.reason.startswith("b:")
+    assert rule.fuse([VerifierResult("a", None, "abstain")]).verdict is Verdict.review
+    with pytest.raises(ValueError):
+        VerdictRule(accept=0.1, reject=0.9)
