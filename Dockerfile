@@ -13,10 +13,12 @@ WORKDIR /app
 COPY requirements.lock ./
 RUN pip install -r requirements.lock
 
-COPY pyproject.toml alembic.ini* ./
+COPY pyproject.toml ./
 COPY factloom ./factloom
 COPY migrations ./migrations
-RUN pip install --no-deps . \
+COPY deploy ./deploy
+# editable, like the local setup: the package finds migrations/ and deploy/ beside it in /app
+RUN pip install --no-deps -e . \
     && useradd --system --create-home --home-dir /var/lib/factloom factloom
 
 USER factloom

@@ -6,15 +6,28 @@ modules are, so any ``get_settings()`` call sees it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+import httpx
 import pytest
 
 from factloom.config import Settings
-from factloom.platform.services import Neo4jService, PostgresService, RedisService
-from tests.services import PORTS, apply_env, claim_home, make_settings, release_home, running, test_home
+from factloom.graph import Neo4jStore
+from factloom.ledger import Database
+from factloom.platform.auth.service import create_key
+from factloom.platform.migrate import migrate
+from factloom.platform.services import Neo4jService, PostgresService, RedisService, Service, services
+from tests.services import (
+    PORTS,
+    apply_env,
+    claim_home,
+    default_home,
+    make_settings,
+    release_home,
+    running,
+)
 
-SETTINGS = make_settings(test_home())
+SETTINGS = make_settings(default_home())
 apply_env(SETTINGS)
 
 
@@ -48,3 +61,65 @@ def postgres_url(settings: Settings) -> Iterator[str]:
     service = PostgresService(settings, port=PORTS["postgres"])
     with running(service):
         yield service.url
+
+
+# --- platform fixtures: the API, a Celery worker and beat as real processes ---
+
+@pytest.fixture(scope="session")
+def live(settings: Settings, neo4j_service: Neo4jService, redis_service: RedisService) -> Iterator[dict[str, Service]]:
+    migrate(settings)
+    found = services(settings)
+    processes = {name: found[name] for name in ("worker", "beat", "api")}
+    try:
+        for service in processes.values():
+            service.start()
+        yield processes
+    finally:
+        for service in reversed(list(processes.values())):
+            service.stop()
+
+
+@pytest.fixture(scope="session")
+def worker(live: dict[str, Service]) -> Service:
+    return live["worker"]
+
+
+@pytest.fixture(scope="session")
+def db(live: dict[str, Service], settings: Settings) -> Iterator[Database]:
+    database = Database(settings.sql_url)
+    yield database
+    database.dispose()
+
+
+@pytest.fixture(scope="session")
+def store(neo4j_service: Neo4jService, settings: Settings) -> Iterator[Neo4jStore]:
+    graph = Neo4jStore(settings.neo4j_uri, settings.neo4j_auth())
+    yield graph
+    graph.close()
+
+
+@pytest.fixture(scope="session")
+def client_with(live: dict[str, Service], db: Database, settings: Settings) -> Iterator[Callable[[str], httpx.Client]]:
+    """A factory of HTTP clients holding a new key with the given comma-separated scopes."""
+    clients: list[httpx.Client] = []
+
+    def make(scopes: str) -> httpx.Client:
+        token, _ = create_key(db=db, name=f"test-{scopes}", scopes=scopes.split(","))
+        client = httpx.Client(base_url=settings.base_url, timeout=60, headers={"Authorization": f"Bearer {token}"})
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def api(client_with: Callable[[str], httpx.Client]) -> httpx.Client:
+    return client_with("admin")
+
+
+@pytest.fixture(scope="session")
+def anonymous(live: dict[str, Service], settings: Settings) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=settings.base_url, timeout=60) as client:
+        yield client

@@ -2,8 +2,8 @@
 
 The run uses one home per user (``/tmp/factloom-test-<uid>``, or ``FACTLOOM_TEST_HOME``) on fixed
 non-default ports, so it never touches a developer's platform. A lock file keeps two runs from
-sharing it (the second waits); processes a crashed run left behind are found by their pid files and stopped, and the
-state is wiped, before anything starts.
+sharing it (the second waits); processes a crashed run left behind are found by their pid files
+and stopped, and the state is wiped, before anything starts.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from factloom.config import Settings, get_settings
 from factloom.platform.services import Service, child_env, stop_all
 
 __all__ = [
-    "PORTS", "NEO4J_PASSWORD", "test_home", "make_settings", "apply_env", "claim_home",
+    "PORTS", "NEO4J_PASSWORD", "default_home", "make_settings", "apply_env", "claim_home",
     "release_home", "running",
 ]
 
@@ -31,7 +31,7 @@ NEO4J_PASSWORD = "test-password"
 S = TypeVar("S", bound=Service)
 
 
-def test_home() -> Path:
+def default_home() -> Path:
     return Path(os.environ.get("FACTLOOM_TEST_HOME") or f"/tmp/factloom-test-{os.getuid()}")
 
 
@@ -47,7 +47,10 @@ def make_settings(home: Path) -> Settings:
         redis_url=f"redis://127.0.0.1:{PORTS['redis']}/0",
         api_host="127.0.0.1",
         api_port=PORTS["api"],
-        database_url="",  # SQLite under home; tests wanting PostgreSQL take the postgres_url fixture
+        database_url="",  # SQLite under home; PostgreSQL tests take the postgres_url fixture
+        # the recovery test waits for the sweeper: keep its period short
+        sweep_after_s=4.0,
+        sweep_every_s=2.0,
     )
 
 
@@ -73,7 +76,9 @@ def claim_home(settings: Settings, wait_s: float = 900.0) -> IO[str]:
         except BlockingIOError:
             if time.monotonic() > deadline:
                 lock.close()
-                raise RuntimeError(f"another test run kept {home} (ports {PORTS}) for {wait_s:.0f}s") from None
+                raise RuntimeError(
+                    f"another test run kept {home} (ports {PORTS}) for {wait_s:.0f}s"
+                ) from None
             time.sleep(1.0)
     stop_all(settings)
     for child in home.iterdir():

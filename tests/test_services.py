@@ -11,7 +11,12 @@ from sqlalchemy import create_engine, text
 
 from factloom.config import Settings, get_settings
 from factloom.platform.services import (
-    Neo4jService, RedisService, ServiceError, child_env, neo4j_lib_dir, status,
+    Neo4jService,
+    RedisService,
+    ServiceError,
+    child_env,
+    neo4j_lib_dir,
+    status,
 )
 from tests.services import NEO4J_PASSWORD, PORTS
 
@@ -27,7 +32,9 @@ def test_environment_matches_the_test_settings(settings: Settings) -> None:
     assert env["FACTLOOM_NEO4J_PASSWORD"] == NEO4J_PASSWORD
 
 
-def test_neo4j_answers_with_the_configured_password(neo4j_service: Neo4jService, settings: Settings) -> None:
+def test_neo4j_answers_with_the_configured_password(
+    neo4j_service: Neo4jService, settings: Settings
+) -> None:
     assert any(neo4j_lib_dir(settings).glob("neo4j-server-*.jar"))
     with GraphDatabase.driver(settings.neo4j_uri, auth=settings.neo4j_auth()) as driver:
         records, _, _ = driver.execute_query("RETURN 1 AS one")
@@ -36,7 +43,9 @@ def test_neo4j_answers_with_the_configured_password(neo4j_service: Neo4jService,
     assert neo4j_service.is_up()
 
 
-def test_neo4j_rejects_the_initial_password(neo4j_service: Neo4jService, settings: Settings) -> None:
+def test_neo4j_rejects_the_initial_password(
+    neo4j_service: Neo4jService, settings: Settings
+) -> None:
     from neo4j.exceptions import AuthError
 
     with GraphDatabase.driver(settings.neo4j_uri, auth=("neo4j", "neo4j")) as driver:

@@ -21,7 +21,7 @@ import numpy.typing as npt
 from factloom.graph.linking import strip_mentions
 from factloom.graph.types import Edge, Subgraph
 
-__all__ = ["PathRankReasoner", "Answer", "PathStep", "signature_text"]
+__all__ = ["PathRankReasoner", "Answer", "PathStep", "signature_text", "hop_text"]
 
 Encode = Callable[[list[str]], npt.NDArray[np.float32]]
 # one hop of a signature: (predicate, True when walked in the stored direction)
@@ -50,18 +50,22 @@ def _humanise(predicate: str) -> str:
     return re.sub(r"[_\s]+", " ", predicate).strip().lower()
 
 
-def signature_text(signature: tuple[Hop, ...]) -> str:
-    """The words a question would use for a signature, read from the seed outwards.
+def hop_text(predicate: str, forward: bool, inverse_template: str = "movies with {}") -> str:
+    """How a question words one hop, read from the entity it starts at.
 
-    Forward hops read as the predicate ("directed by"); inverse hops as its passive subject
-    ("things directed by" → what has that relation *to* the entity), which MiniLM separates from
-    the forward reading far better than a bare "(inverse)" tag.
+    Forward, the hop names the other end as an attribute ("starred actors", "release year").
+    Inverse, it names the things that point here; MiniLM tells "movies with directed by" from
+    "directed by" far better than a bare "(inverse)" tag or a generic "things with" (on MetaQA dev,
+    1-hop hits@1 0.54 against 0.24 and 0.24). The noun is the knowledge base's typical subject,
+    films for the demo graph; other graphs pass their own template.
     """
-    parts = []
-    for predicate, forward in signature:
-        words = _humanise(predicate)
-        parts.append(words if forward else f"that which is {words}")
-    return ", then ".join(parts)
+    words = _humanise(predicate)
+    return words if forward else inverse_template.format(words)
+
+
+def signature_text(signature: tuple[Hop, ...], inverse_template: str = "movies with {}") -> str:
+    """The words a question would use for a whole signature, read from the seed outwards."""
+    return ", then ".join(hop_text(p, f, inverse_template) for p, f in signature)
 
 
 class PathRankReasoner:
@@ -81,6 +85,8 @@ class PathRankReasoner:
         encode: texts → ``(N, D)`` unit rows (e.g. :meth:`Embedder.encode`).
         length_penalty: :math:`\lambda`, the per-extra-hop cost; favours the shorter reading when
             two signatures word alike ("who directed X" vs "films sharing X's director").
+            0.03 was the best of 0–0.1 on MetaQA dev questions, all asked with ``max_hops=3``.
+        inverse_template: how an inverse hop reads (see :func:`hop_text`).
         max_states: cap on distinct (signature, end entity) pairs, bounding work on hubs.
         paths_per_state: supporting paths kept per (signature, end entity).
 
@@ -92,10 +98,11 @@ class PathRankReasoner:
     version = "pathrank-baseline-1"
 
     def __init__(
-        self, encode: Encode, *, length_penalty: float = 0.02, max_states: int = 200_000,
-        paths_per_state: int = 3,
+        self, encode: Encode, *, length_penalty: float = 0.03, inverse_template: str = "movies with {}",
+        max_states: int = 200_000, paths_per_state: int = 3,
     ) -> None:
         self.encode = encode
+        self.inverse_template = inverse_template
         self.length_penalty = length_penalty
         self.max_states = max_states
         self.paths_per_state = paths_per_state
@@ -115,9 +122,11 @@ class PathRankReasoner:
             return []
         signatures = list(states)
         relation_words = strip_mentions(question, [s.name for s in subgraph.seeds]) or question
-        vectors = self.encode([relation_words] + [signature_text(s) for s in signatures])  # (1+S, D)
+        texts = [relation_words] + [signature_text(s, self.inverse_template) for s in signatures]
+        vectors = self.encode(texts)  # (1 + S, D), one batch per question
         sims = vectors[1:] @ vectors[0]  # (S,)
-        scores = sims - self.length_penalty * np.array([len(s) - 1 for s in signatures])
+        lengths = np.array([len(s) - 1 for s in signatures], dtype=np.float32)  # (S,)
+        scores = sims - self.length_penalty * lengths
 
         seeds = {s.entity_id for s in subgraph.seeds}
         best: dict[str, tuple[float, int, list[list[Edge]]]] = {}

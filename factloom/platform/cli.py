@@ -103,6 +103,8 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> None:
     from factloom.platform import services
 
     states = services.status(settings)
+    if not states.get("postgres"):
+        states.pop("postgres", None)  # only the tests start a local PostgreSQL
     for name, up in states.items():
         print(f"  {name:<9} {'up' if up else 'down'}")
     if not all(states.values()):

@@ -1,24 +1,16 @@
-"""Local process management for the platform without Docker: Neo4j, Redis, PostgreSQL, API, workers.
+"""The local platform without Docker: Neo4j, Redis, PostgreSQL, the API, workers and beat.
 
-Every service is a plain child process started in its own session, with a pid file under
-``settings.home / "run"`` and its output appended to ``settings.home / "logs" / "<name>.log"``.
-``start()`` is idempotent (a service already up is left alone), waits for readiness and raises
-:class:`ServiceError` with the log tail when the service does not come up; ``stop()`` sends the
-service's shutdown signal, waits, then kills.
-
-Neo4j runs from the jars Maven Central publishes (it has no community standalone archive): the
-server module and its dependencies, copied by ``mvn dependency:copy-dependencies`` with
-``deploy/neo4j/pom.xml`` into the shared cache, started with the entry point the packaged
-``bin/neo4j`` uses. The generated password replaces the initial ``neo4j/neo4j`` on first start.
-
-This is the one module of ``factloom/`` that builds environments: children get the caller's
-environment plus the ``FACTLOOM_*`` values of the Settings object it was handed, so they see the
-same configuration.
+Each is a :class:`~factloom.platform.process.Service` (pid file, log, readiness probe, idempotent
+start, signal-then-kill stop). Neo4j runs from the jars Maven Central publishes (it has no community
+standalone archive): the server module and its dependencies, copied by ``mvn
+dependency:copy-dependencies`` with ``deploy/neo4j/pom.xml`` into the shared cache, started with
+the entry point the packaged ``bin/neo4j`` uses; the configured (or generated) password replaces the
+initial ``neo4j/neo4j`` on first start. PostgreSQL is for the tests; as root it runs as the
+``postgres`` OS user, since it refuses to run as root.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import shutil
@@ -27,18 +19,29 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from factloom.config import NEO4J_VERSION, Settings
+from factloom.platform.process import (
+    Service,
+    ServiceError,
+    child_env,
+    host_port,
+    http_ok,
+    tail,
+    wait_http,
+)
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = [
     "ServiceError", "Service", "Neo4jService", "RedisService", "PostgresService",
     "neo4j_lib_dir", "ensure_neo4j", "child_env", "http_ok", "wait_http",
-    "services", "start_all", "stop_all", "status",
+    "services", "start_all", "start_infra", "start_app", "stop_all", "status",
 ]
 
 POM = Path(__file__).resolve().parents[2] / "deploy" / "neo4j" / "pom.xml"
@@ -51,79 +54,6 @@ NEO4J_JVM_FLAGS = [
     "--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/java.io=ALL-UNNAMED",
     "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED",
 ]
-
-
-class ServiceError(RuntimeError):
-    """A local service could not be fetched, started or stopped; the message carries the log tail."""
-
-
-def _host_port(url: str, default_port: int) -> tuple[str, int]:
-    parts = urlsplit(url)
-    return parts.hostname or "127.0.0.1", parts.port or default_port
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.waitpid(pid, os.WNOHANG)  # reap our own exited child so it does not linger as a zombie
-    except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # field 3 of /proc/<pid>/stat is the state; Z is a zombie
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def child_env(settings: Settings) -> dict[str, str]:
-    """The caller's environment plus every Settings field as ``FACTLOOM_<NAME>``."""
-    env = dict(os.environ)
-    for name, value in settings.model_dump().items():
-        if isinstance(value, (list, dict)):
-            text = json.dumps(value)
-        elif isinstance(value, bool):
-            text = "true" if value else "false"
-        else:
-            text = str(value)
-        env[f"FACTLOOM_{name.upper()}"] = text
-    env["FACTLOOM_NEO4J_PASSWORD"] = settings.neo4j_auth()[1]  # resolved once, shared by all children
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def http_ok(url: str, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - our own loopback URL
-            return 200 <= int(resp.status) < 300
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def wait_http(url: str, timeout: float = 60.0) -> None:
-    """Wait until ``url`` answers 2xx; raise :class:`ServiceError` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not http_ok(url):
-        if time.monotonic() > deadline:
-            raise ServiceError(f"{url} did not answer within {timeout:.0f}s")
-        time.sleep(0.3)
 
 
 # --- Neo4j jars -----------------------------------------------------------------------------------
@@ -144,12 +74,14 @@ def ensure_neo4j(settings: Settings) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix="lib.tmp.", dir=lib.parent))
     try:
         proc = subprocess.run(
-            [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(POM), f"-Dneo4j.version={NEO4J_VERSION}",
-             "dependency:copy-dependencies", f"-DoutputDirectory={tmp}"],
+            [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(POM),
+             f"-Dneo4j.version={NEO4J_VERSION}", "dependency:copy-dependencies",
+             f"-DoutputDirectory={tmp}"],
             capture_output=True, text=True, check=False,
         )
         if proc.returncode != 0:
-            raise ServiceError(f"mvn could not fetch Neo4j {NEO4J_VERSION}:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+            out = (proc.stdout + proc.stderr)[-4000:]
+            raise ServiceError(f"mvn could not fetch Neo4j {NEO4J_VERSION}:\n{out}")
         shutil.rmtree(lib, ignore_errors=True)
         tmp.rename(lib)  # same directory: atomic, so a half-copied lib is never seen
     finally:
@@ -158,127 +90,6 @@ def ensure_neo4j(settings: Settings) -> Path:
 
 
 # --- services -------------------------------------------------------------------------------------
-
-class Service:
-    """One local child process with a pid file, a log file and a readiness probe.
-
-    Subclasses give ``command()``, optionally ``prepare()`` (run before each spawn), ``probe()``
-    (is it serving?) and ``after_start()``; ``match`` is a token of the command line, checked before
-    a pid from a pid file is trusted or signalled.
-    """
-
-    stop_signal: int = signal.SIGTERM
-    start_timeout: float = 60.0
-    stop_timeout: float = 30.0
-
-    def __init__(self, name: str, settings: Settings, match: str) -> None:
-        self.name = name
-        self.settings = settings
-        self.match = match
-        self.run_dir = settings.home / "run"
-        self.log_dir = settings.home / "logs"
-        self.pid_file = self.run_dir / f"{name}.pid"
-        self.log_file = self.log_dir / f"{name}.log"
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r}, pid={self.pid()})"
-
-    # overridables
-    def command(self) -> list[str]:
-        raise NotImplementedError
-
-    def prepare(self) -> None:
-        """Create directories and config before a spawn."""
-
-    def probe(self) -> bool:
-        """Whether the service answers; by default, whether its process lives."""
-        return self.pid() is not None
-
-    def ready(self) -> bool:
-        """Whether a starting service may be handed to ``after_start``; by default ``probe()``."""
-        return self.probe()
-
-    def after_start(self, deadline: float) -> None:
-        """One-time work once the service is ready (passwords, databases)."""
-
-    def spawn_user(self) -> str | None:
-        return None
-
-    # machinery
-    def pid(self) -> int | None:
-        try:
-            pid = int(self.pid_file.read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
-        if _pid_alive(pid) and self.match in _cmdline(pid):
-            return pid
-        return None
-
-    def is_up(self) -> bool:
-        return self.pid() is not None and self.probe()
-
-    def log_tail(self, lines: int = 40) -> str:
-        return _tail(self.log_file, lines)
-
-    def _fail(self, why: str) -> ServiceError:
-        return ServiceError(f"{self.name}: {why}; log {self.log_file}:\n{self.log_tail()}")
-
-    def start(self, timeout: float | None = None) -> None:
-        if self.is_up():
-            return
-        deadline = time.monotonic() + (timeout or self.start_timeout)
-        if self.pid() is None:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            self.prepare()
-            cmd = self.command()
-            user = self.spawn_user()
-            with open(self.log_file, "ab") as log:
-                log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} start: {' '.join(cmd)}\n".encode())
-                log.flush()
-                try:
-                    self._proc = subprocess.Popen(
-                        cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                        env=child_env(self.settings), start_new_session=True, user=user,
-                        group=pwd.getpwnam(user).pw_gid if user else None,
-                    )
-                except OSError as exc:
-                    raise self._fail(f"could not run {cmd[0]}: {exc}") from exc
-            self.pid_file.write_text(f"{self._proc.pid}\n")
-        try:
-            while not self.ready():
-                if self.pid() is None:
-                    raise self._fail("exited during start")
-                if time.monotonic() > deadline:
-                    raise self._fail(f"not ready after {timeout or self.start_timeout:.0f}s")
-                time.sleep(0.25)
-            self.after_start(deadline)
-        except BaseException:
-            self.stop()  # a half-started service would hold its port and confuse the next start
-            raise
-
-    def stop(self, timeout: float | None = None) -> None:
-        pid = self.pid()
-        if pid is not None:
-            try:
-                os.killpg(pid, self.stop_signal)  # own session: the group holds its children too
-            except ProcessLookupError:
-                pass
-            deadline = time.monotonic() + (timeout or self.stop_timeout)
-            while _pid_alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if _pid_alive(pid):
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                while _pid_alive(pid) and time.monotonic() < deadline + 10:
-                    time.sleep(0.1)
-        self.pid_file.unlink(missing_ok=True)
-        self._proc = None
-
-
 class Neo4jService(Service):
     start_timeout = 180.0
     stop_timeout = 60.0
@@ -286,7 +97,7 @@ class Neo4jService(Service):
     def __init__(self, settings: Settings) -> None:
         super().__init__("neo4j", settings, match="org.neo4j.server.CommunityEntryPoint")
         self.neo4j_home = settings.home / "neo4j"
-        self.host, self.port = _host_port(settings.neo4j_uri, 7687)
+        self.host, self.port = host_port(settings.neo4j_uri, 7687)
 
     def prepare(self) -> None:
         for sub in ("conf", "data", "logs", "run", "import", "plugins"):
@@ -325,7 +136,7 @@ class Neo4jService(Service):
         ]
 
     def log_tail(self, lines: int = 40) -> str:
-        own = _tail(self.neo4j_home / "logs" / "neo4j.log", lines)
+        own = tail(self.neo4j_home / "logs" / "neo4j.log", lines)
         return f"{super().log_tail(lines)}\n--- {self.neo4j_home / 'logs' / 'neo4j.log'}:\n{own}"
 
     def _query(self, auth: tuple[str, str], database: str | None = None, cypher: str = "RETURN 1",
@@ -388,7 +199,8 @@ class Neo4jService(Service):
                 return
             except AuthError as exc:
                 raise self._fail(
-                    "Neo4j rejects both the configured password and the initial one; the data under "
+                    "Neo4j rejects both the configured password and the initial one; the data "
+                    "under "
                     f"{self.neo4j_home} was created with another password"
                 ) from exc
             except (DriverError, Neo4jError, OSError):
@@ -400,7 +212,7 @@ class Neo4jService(Service):
 class RedisService(Service):
     def __init__(self, settings: Settings) -> None:
         super().__init__("redis", settings, match="redis-server")
-        self.host, self.port = _host_port(settings.redis_url, 6379)
+        self.host, self.port = host_port(settings.redis_url, 6379)
 
     def command(self) -> list[str]:
         exe = shutil.which("redis-server")
@@ -438,9 +250,11 @@ class PostgresService(Service):
     def __init__(self, settings: Settings, port: int | None = None) -> None:
         super().__init__("postgres", settings, match="postgres")
         url = settings.database_url
-        local = url.startswith("postgresql") and urlsplit(url).hostname in ("127.0.0.1", "localhost")
+        host = urlsplit(url).hostname
+        local = url.startswith("postgresql") and host in ("127.0.0.1", "localhost")
         self.data_dir = settings.home / "postgres" / "data"
-        self.port = port or self._running_port() or ((urlsplit(url).port or 5432) if local else 5432)
+        # explicit, else the running cluster's, else a loopback database_url's, else the default
+        self.port = port or self._running_port() or (urlsplit(url).port if local else None) or 5432
         bins = sorted(Path("/").glob(PG_BIN_GLOB.lstrip("/")))
         self.bin_dir = bins[-1] if bins else None
 
@@ -482,33 +296,33 @@ class PostgresService(Service):
             group=pwd.getpwnam(user).pw_gid if user else None, cwd="/",
         )
         if proc.returncode != 0:
-            raise ServiceError(f"postgres: initdb failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+            out = (proc.stdout + proc.stderr)[-4000:]
+            raise ServiceError(f"postgres: initdb failed:\n{out}")
 
     def command(self) -> list[str]:
         return [self._exe("postgres"), "-D", str(self.data_dir), "-p", str(self.port),
                 "-k", str(self.data_dir), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]
 
-    def _connect(self, dbname: str) -> object:
+    def _connect(self, dbname: str) -> psycopg.Connection[tuple[object, ...]]:
         import psycopg
 
         return psycopg.connect(host="127.0.0.1", port=self.port, user=self.user, dbname=dbname,
                                connect_timeout=2, autocommit=True)
 
     def probe(self) -> bool:
+        import psycopg
+
         try:
-            self._connect("postgres").close()  # type: ignore[attr-defined]
+            self._connect("postgres").close()
             return True
-        except Exception:  # noqa: BLE001 - psycopg raises several kinds while starting up
+        except psycopg.Error:
             return False
 
     def after_start(self, deadline: float) -> None:
-        conn = self._connect("postgres")
-        try:
-            cur = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (self.database,))  # type: ignore[attr-defined]
-            if cur.fetchone() is None:
-                conn.execute(f'CREATE DATABASE "{self.database}"')  # type: ignore[attr-defined]
-        finally:
-            conn.close()  # type: ignore[attr-defined]
+        with self._connect("postgres") as conn:
+            found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (self.database,))
+            if found.fetchone() is None:
+                conn.execute(f'CREATE DATABASE "{self.database}"')  # a constant name, not input
 
 
 class _PythonService(Service):
@@ -570,6 +384,20 @@ def start_all(settings: Settings, with_postgres: bool = False) -> dict[str, Serv
     for service in started.values():
         service.start()
     return started
+
+
+def start_infra(settings: Settings) -> None:
+    """Redis and Neo4j: what migrations and the app need first."""
+    found = services(settings)
+    for name in ("redis", "neo4j"):
+        found[name].start()
+
+
+def start_app(settings: Settings) -> None:
+    """The worker, beat and API processes."""
+    found = services(settings)
+    for name in ("worker", "beat", "api"):
+        found[name].start()
 
 
 def stop_all(settings: Settings) -> None:

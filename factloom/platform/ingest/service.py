@@ -64,6 +64,7 @@ def _write(db: Database, kb: str, keyed: dict[str, FactIn], api_key_id: str | No
         new = {k: f for k, f in keyed.items() if k not in existing}
         batch = IngestBatch(id=new_id(), kb=kb, count=len(new), api_key_id=api_key_id)
         session.add(batch)
+        session.flush()  # the batch row first: submissions reference it
         rows = [
             FactSubmission(
                 id=new_id(), batch_id=batch.id, kb=kb, key=key,

@@ -1,0 +1,24 @@
+"""``POST /v1/query``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from factloom.platform.deps import QueryKey, ResourcesDep
+from factloom.platform.query import service
+from factloom.platform.query.schemas import QueryIn, QueryOut
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1", tags=["query"])
+
+
+@router.post("/query", response_model=QueryOut)
+def post_query(body: QueryIn, _: QueryKey, resources: ResourcesDep) -> QueryOut:
+    """Answer a question with ranked entities and the fact paths that support each."""
+    settings = resources.settings
+    return service.answer(
+        store=resources.store, embedder=resources.embedder, kb=body.kb, question=body.question,
+        top_k=body.top_k, max_hops=body.max_hops, as_of=body.as_of,
+        hops_limit=settings.query_max_hops, max_edges=settings.query_max_edges,
+    )

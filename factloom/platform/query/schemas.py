@@ -1,0 +1,71 @@
+"""Request and response bodies of ``POST /v1/query``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from factloom.config import DEFAULT_KB
+
+__all__ = ["QueryIn", "QueryOut", "AnswerOut", "PathStepOut", "SeedOut", "Timings", "ModelVersions"]
+
+KbName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+
+
+class QueryIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=1000)] = Field(
+        description="a natural-language question; put entity names in [brackets] to link them exactly",
+        examples=["which languages are the films directed by [Joel Zwick] in"],
+    )
+    kb: KbName = DEFAULT_KB
+    top_k: int = Field(default=5, ge=1, le=50)
+    max_hops: int | None = Field(default=None, ge=1, le=3, description="null: the server's limit")
+    as_of: datetime | None = Field(
+        default=None, description="answer from the facts valid at this moment (null: now; no zone: UTC)"
+    )
+
+
+class PathStepOut(BaseModel):
+    fact_id: str
+    subject: str
+    predicate: str
+    object: str
+
+
+class AnswerOut(BaseModel):
+    entity_id: str
+    name: str
+    score: float
+    paths: list[list[PathStepOut]]
+
+
+class SeedOut(BaseModel):
+    entity_id: str
+    name: str
+    score: float
+    how: str = Field(description="exact, fulltext or vector")
+
+
+class Timings(BaseModel):
+    link: float
+    retrieve: float
+    reason: float
+    total: float
+
+
+class ModelVersions(BaseModel):
+    embedder: str
+    reasoner: str
+
+
+class QueryOut(BaseModel):
+    answers: list[AnswerOut]
+    seeds: list[SeedOut]
+    timings_ms: Timings
+    model_versions: ModelVersions
+    truncated: bool = Field(default=False, description="the candidate subgraph hit its size budget")
+    note: str | None = Field(default=None, description="why there is no answer, when there is none")

@@ -1,0 +1,82 @@
+"""Answering a question: link → retrieve the candidate subgraph → reason.
+
+Blocking throughout (Neo4j driver, the model): the route is a plain ``def``, so FastAPI runs it in
+its threadpool and the event loop stays free.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+from factloom.graph import InvalidGraphInput, Neo4jStore
+from factloom.graph.errors import GraphUnavailable
+from factloom.graph.linking import bracketed_mentions, link_entities
+from factloom.graph.retrieval import k_hop_subgraph
+from factloom.model.embedder import Embedder
+from factloom.model.pathrank import PathRankReasoner
+from factloom.platform.errors import BadRequest, Unavailable
+from factloom.platform.query.schemas import (
+    AnswerOut, ModelVersions, PathStepOut, QueryOut, SeedOut, Timings,
+)
+
+__all__ = ["answer"]
+
+SEED_LIMIT = 3
+
+
+def answer(
+    *, store: Neo4jStore, embedder: Embedder, kb: str, question: str, top_k: int,
+    max_hops: int | None, as_of: datetime | None, hops_limit: int, max_edges: int,
+) -> QueryOut:
+    """Answer ``question`` over ``kb``; no linked entity is a normal, empty answer with a note.
+
+    ``max_hops`` is the asker's bound, capped by the server's ``hops_limit``.
+    """
+    hops = min(max_hops or hops_limit, hops_limit)
+    reasoner = PathRankReasoner(embedder.encode)
+    versions = ModelVersions(embedder=embedder.version, reasoner=reasoner.version)
+    t0 = time.perf_counter()
+    try:
+        # with bracketed names the vector step never runs, so skip the embedding
+        vector = None if bracketed_mentions(question) else embedder.embed([question])[0]
+        seeds = link_entities(store, kb=kb, question=question, vector=vector, limit=SEED_LIMIT)
+        t1 = time.perf_counter()
+        if not seeds:
+            return QueryOut(
+                answers=[], seeds=[], model_versions=versions,
+                timings_ms=_timings(t0, t1, t1, t1),
+                note="no entity of the question could be linked to the knowledge base; "
+                     "put names in [brackets] to link them exactly",
+            )
+        graph = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges, as_of=as_of)
+        t2 = time.perf_counter()
+    except InvalidGraphInput as exc:
+        raise BadRequest(str(exc)) from exc
+    except GraphUnavailable as exc:
+        raise Unavailable(str(exc)) from exc
+    answers = reasoner.answer(question, graph, top_k=top_k, max_hops=hops)
+    t3 = time.perf_counter()
+    return QueryOut(
+        answers=[
+            AnswerOut(
+                entity_id=a.entity_id, name=a.name, score=a.score,
+                paths=[[PathStepOut(fact_id=s.fact_id, subject=s.subject, predicate=s.predicate,
+                                    object=s.object) for s in path] for path in a.paths],
+            )
+            for a in answers
+        ],
+        seeds=[SeedOut(entity_id=s.entity_id, name=s.name, score=s.score, how=s.how) for s in seeds],
+        timings_ms=_timings(t0, t1, t2, t3),
+        model_versions=versions,
+        truncated=graph.truncated,
+        note=None if answers else f"no current facts lead from the linked entities within {hops} hops",
+    )
+
+
+def _timings(t0: float, t1: float, t2: float, t3: float) -> Timings:
+    ms = 1000.0
+    return Timings(
+        link=round((t1 - t0) * ms, 2), retrieve=round((t2 - t1) * ms, 2),
+        reason=round((t3 - t2) * ms, 2), total=round((t3 - t0) * ms, 2),
+    )

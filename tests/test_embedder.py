@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from factloom.model.embedder import Embedder, default_model_path
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(None, device="cpu")
+
+
+def test_default_model_is_bundled() -> None:
+    assert (default_model_path() / "modules.json").exists()
+
+
+def test_shape_dtype_and_normalisation(embedder: Embedder) -> None:
+    vectors = embedder.encode(["directed by", "who directed Blade Runner", "Ridley Scott"])
+    assert vectors.shape == (3, embedder.dimension) == (3, 384)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert embedder.encode([]).shape == (0, 384)
+    assert embedder.version == "all-MiniLM-L6-v2"
+
+
+def test_cache_and_batching_agree(embedder: Embedder) -> None:
+    texts = ["the director of a film", "a film's release year", "the director of a film"]
+    first = embedder.encode(texts)
+    again = embedder.encode(texts[::-1], batch_size=1)
+    np.testing.assert_allclose(first, again[::-1], atol=1e-5)
+    np.testing.assert_allclose(first[0], first[2])
+
+
+def test_embed_returns_lists_and_meaning(embedder: Embedder) -> None:
+    rows = embedder.embed(["who directed the movie", "directed by", "release year"])
+    assert isinstance(rows[0], list) and len(rows[0]) == 384
+    q, directed, year = (np.array(r) for r in rows)
+    assert q @ directed > q @ year
+
+
+def test_missing_path_fails_loudly() -> None:
+    with pytest.raises(FileNotFoundError):
+        Embedder("/nonexistent/model", device="cpu")

@@ -1,0 +1,147 @@
+"""Linking and k-hop retrieval against a real Neo4j."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from factloom.config import Settings
+from factloom.graph import FactWrite, Neo4jStore, fact_id_for
+from factloom.graph.linking import link_entities, lucene_escape, strip_mentions
+from factloom.graph.retrieval import k_hop_subgraph
+from factloom.graph.types import Seed
+from factloom.model.embedder import Embedder
+
+pytestmark = pytest.mark.integration
+
+PAST = datetime.now(UTC) - timedelta(days=365)
+FACTS: list[tuple[str, str, str, dict[str, Any]]] = [
+    ("Blade Runner", "directed_by", "Ridley Scott", {}),
+    ("Blade Runner", "starred_actors", "Harrison Ford", {}),
+    ("Alien", "directed_by", "Ridley Scott", {}),
+    ("Alien", "release_year", "1979", {}),
+    ("Witness", "starred_actors", "Harrison Ford", {}),
+    ("Witness", "directed_by", "Peter Weir", {}),
+    # closed a year ago: invisible now, visible "as of" before then
+    ("Blade Runner", "release_year", "1992", {"valid_from": PAST - timedelta(days=30), "valid_to": PAST}),
+]
+HUB_FILMS = 60  # films of genre "Drama", a hub next to the seed
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(None, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def store(settings: Settings, neo4j_service: object) -> Iterator[Neo4jStore]:
+    store = Neo4jStore(settings.neo4j_uri, settings.neo4j_auth())
+    store.apply_schema()
+    yield store
+    store.close()
+
+
+def _write(store: Neo4jStore, kb: str, embedder: Embedder, facts: list[tuple[str, str, str, dict[str, Any]]]) -> None:
+    store.write_facts(
+        kb, [FactWrite(fact_id_for(kb, s, p, o), s, p, o, source="test", **kw) for s, p, o, kw in facts],
+        embed=embedder.embed,
+    )
+
+
+@pytest.fixture(scope="module")
+def kbs(store: Neo4jStore, embedder: Embedder) -> Iterator[tuple[str, str]]:
+    kb, other = f"t-{uuid.uuid4().hex[:10]}", f"t-{uuid.uuid4().hex[:10]}"
+    hub = [("Witness", "has_genre", "Drama", {})] + [
+        (f"Drama Film {i}", "has_genre", "Drama", {}) for i in range(HUB_FILMS)
+    ]
+    _write(store, kb, embedder, FACTS + hub)
+    # the same names in another kb, with a fact the first kb lacks
+    _write(store, other, embedder, [("Blade Runner", "directed_by", "Someone Else", {}),
+                                    ("Ridley Scott", "born_in", "South Shields", {})])
+    yield kb, other
+    store.drop_kb(kb)
+    store.drop_kb(other)
+
+
+def _seed(store: Neo4jStore, kb: str, name: str) -> Seed:
+    seeds = link_entities(store, kb=kb, question=f"[{name}]", vector=None)
+    assert len(seeds) == 1
+    return seeds[0]
+
+
+def _triples(graph: Any) -> set[tuple[str, str, str]]:
+    return {(graph.names[e.source_id], e.predicate, graph.names[e.target_id]) for e in graph.edges}
+
+
+def test_helpers() -> None:
+    assert strip_mentions("who directed [Blade Runner]?") == "who directed ?"
+    assert strip_mentions("who directed blade runner", ["Blade Runner"]) == "who directed"
+    assert lucene_escape('AC/DC: "live" (1991) AND more') == r'AC\/DC\: \"live\" \(1991\) and more'
+
+
+def test_linking_bracketed_ngram_fulltext_vector(store: Neo4jStore, kbs: tuple[str, str], embedder: Embedder) -> None:
+    kb, _ = kbs
+    exact = link_entities(store, kb=kb, question="who directed [blade runner]", vector=None)
+    assert [(s.name, s.how, s.score) for s in exact] == [("Blade Runner", "exact", 1.0)]
+    assert link_entities(store, kb=kb, question="who directed [No Such Film]", vector=None) == []
+    ngram = link_entities(store, kb=kb, question="who directed blade runner?", vector=None)
+    assert [(s.name, s.how) for s in ngram] == [("Blade Runner", "exact")]
+    full = link_entities(store, kb=kb, question="films with harrison", vector=None)
+    assert full and full[0].name == "Harrison Ford" and full[0].how == "fulltext"
+    question = "motion pictures by mr scot"
+    vector = link_entities(store, kb=kb, question=question, vector=embedder.embed([question])[0])
+    assert vector and all(s.how == "vector" for s in vector)
+
+
+def test_k_hop_bounds_and_directions(store: Neo4jStore, kbs: tuple[str, str]) -> None:
+    kb, _ = kbs
+    seed = _seed(store, kb, "Alien")
+    one = k_hop_subgraph(store, kb=kb, seeds=[seed], hops=1, max_edges=100)
+    assert _triples(one) == {("Alien", "directed_by", "Ridley Scott"), ("Alien", "release_year", "1979")}
+    assert not one.truncated
+    two = k_hop_subgraph(store, kb=kb, seeds=[seed], hops=2, max_edges=100)
+    assert ("Blade Runner", "directed_by", "Ridley Scott") in _triples(two)  # followed backwards
+    assert len({e.fact_id for e in two.edges}) == len(two.edges)
+    three = k_hop_subgraph(store, kb=kb, seeds=[seed], hops=3, max_edges=100)
+    assert ("Blade Runner", "starred_actors", "Harrison Ford") in _triples(three)
+    assert ("Witness", "starred_actors", "Harrison Ford") not in _triples(three)  # 4 hops away
+    cut = k_hop_subgraph(store, kb=kb, seeds=[seed], hops=3, max_edges=3)
+    assert len(cut.edges) == 3 and cut.truncated
+
+
+def test_hub_stays_bounded(store: Neo4jStore, kbs: tuple[str, str]) -> None:
+    kb, _ = kbs
+    graph = k_hop_subgraph(store, kb=kb, seeds=[_seed(store, kb, "Witness")], hops=3, max_edges=40)
+    assert len(graph.edges) <= 40 and graph.truncated
+    assert ("Witness", "directed_by", "Peter Weir") in _triples(graph)  # hop 1 always first
+
+
+def test_closed_fact_only_as_of_the_past(store: Neo4jStore, kbs: tuple[str, str]) -> None:
+    kb, _ = kbs
+    seed = _seed(store, kb, "Blade Runner")
+    closed = ("Blade Runner", "release_year", "1992")
+    assert closed not in _triples(k_hop_subgraph(store, kb=kb, seeds=[seed], hops=1, max_edges=100))
+    then = k_hop_subgraph(store, kb=kb, seeds=[seed], hops=1, max_edges=100, as_of=PAST - timedelta(days=1))
+    assert closed in _triples(then)
+    naive = (PAST - timedelta(days=1)).replace(tzinfo=None)  # read as UTC
+    assert closed in _triples(k_hop_subgraph(store, kb=kb, seeds=[seed], hops=1, max_edges=100, as_of=naive))
+    before = k_hop_subgraph(store, kb=kb, seeds=[seed], hops=1, max_edges=100, as_of=PAST - timedelta(days=60))
+    assert closed not in _triples(before)  # not yet valid
+
+
+def test_other_kb_is_never_crossed(store: Neo4jStore, kbs: tuple[str, str], embedder: Embedder) -> None:
+    kb, other = kbs
+    graph = k_hop_subgraph(store, kb=kb, seeds=[_seed(store, kb, "Blade Runner")], hops=3, max_edges=1000)
+    names = set(graph.names.values())
+    assert "Someone Else" not in names and "South Shields" not in names
+    assert link_entities(store, kb=kb, question="[South Shields]", vector=None) == []
+    question = "South Shields"
+    vector = link_entities(store, kb=kb, question=question, vector=embedder.embed([question])[0])
+    assert all(s.name != "South Shields" for s in vector)
+    # a seed id from the other kb expands to nothing here
+    foreign = _seed(store, other, "Blade Runner")
+    assert k_hop_subgraph(store, kb=kb, seeds=[foreign], hops=2, max_edges=100).edges == []
