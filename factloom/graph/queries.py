@@ -23,6 +23,7 @@ SCHEMA: tuple[str, ...] = (
     "CREATE CONSTRAINT fact_id IF NOT EXISTS FOR ()-[f:FACT]-() REQUIRE f.fact_id IS UNIQUE",
     "CREATE CONSTRAINT alias_kb_key IF NOT EXISTS FOR (a:Alias) REQUIRE (a.kb, a.key) IS UNIQUE",
     "CREATE INDEX entity_kb IF NOT EXISTS FOR (e:Entity) ON (e.kb)",
+    "CREATE INDEX entity_needs_embedding IF NOT EXISTS FOR (e:Entity) ON (e.needs_embedding)",
     "CREATE INDEX fact_predicate IF NOT EXISTS FOR ()-[f:FACT]-() ON (f.predicate)",
     "CREATE INDEX fact_kb IF NOT EXISTS FOR ()-[f:FACT]-() ON (f.kb)",
     "CREATE FULLTEXT INDEX entity_names IF NOT EXISTS FOR (e:Entity) ON EACH [e.name, e.aliases]",
@@ -52,8 +53,23 @@ CREATE_ENTITIES = """
 UNWIND $entities AS row
 MERGE (e:Entity {kb: $kb, key: row.key})
   ON CREATE SET e.id = row.id, e.name = row.name, e.aliases = [],
-                e.embedding = row.embedding, e.created_at = datetime()
+                e.embedding = row.embedding, e.created_at = datetime(),
+                e.needs_embedding = CASE WHEN row.embedding IS NULL THEN true ELSE null END
 RETURN count(e) AS n
+"""
+
+# entities created without an embedding (ingest embeds them later, off the commit path)
+ENTITIES_TO_EMBED = """
+MATCH (e:Entity) WHERE e.needs_embedding = true
+RETURN e.id AS id, e.name AS name
+LIMIT $limit
+"""
+
+SET_EMBEDDINGS = """
+UNWIND $rows AS row
+MATCH (e:Entity {id: row.id})
+SET e.embedding = row.embedding
+REMOVE e.needs_embedding
 """
 
 ADD_ALIASES = """

@@ -54,7 +54,10 @@ class Neo4jStore:
     def __init__(self, uri: str, auth: tuple[str, str], database: str = "neo4j") -> None:
         self.uri = uri
         self.database = database
-        self._driver = GraphDatabase.driver(uri, auth=auth, max_connection_pool_size=50)
+        # schema warnings ("property does not exist" on an empty graph) are noise in the logs
+        self._driver = GraphDatabase.driver(
+            uri, auth=auth, max_connection_pool_size=50, notifications_min_severity="OFF"
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(uri={self.uri!r}, database={self.database!r})"
@@ -115,7 +118,11 @@ class Neo4jStore:
         return found
 
     def ensure_entities(self, kb: str, names: Iterable[str], embed: Embed | None = None) -> dict[str, str]:
-        """Resolve the names, creating the missing entities (with an embedding of the name)."""
+        """Resolve the names, creating the missing entities.
+
+        With ``embed`` the new entities get an embedding of their name at once; without it they are
+        flagged, and :meth:`embed_pending` gives them one later, off the write path.
+        """
         names = list(dict.fromkeys(names))
         found = self.resolve(kb, names)
         missing: dict[str, str] = {}
@@ -132,6 +139,15 @@ class Neo4jStore:
             self._run_idempotent(q.CREATE_ENTITIES, kb=kb, entities=rows)
             found.update(self.resolve(kb, [n for n in names if n not in found]))
         return found
+
+    def embed_pending(self, embed: Embed, batch: int = 512) -> int:
+        """Embed one batch of the entities created without an embedding; returns how many."""
+        rows = self.run(q.ENTITIES_TO_EMBED, routing="r", limit=batch)
+        if not rows:
+            return 0
+        vectors = embed([r["name"] for r in rows])
+        self.run(q.SET_EMBEDDINGS, rows=[{"id": r["id"], "embedding": v} for r, v in zip(rows, vectors, strict=True)])
+        return len(rows)
 
     def add_aliases(self, kb: str, entity_id: str, aliases: Sequence[str]) -> None:
         rows = [{"id": entity_id, "alias": a, "key": entity_key(a)} for a in aliases]

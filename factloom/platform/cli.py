@@ -75,13 +75,25 @@ def _load_demo(settings: Settings, path: Path) -> None:
     from factloom.graph import Neo4jStore
     from factloom.platform.bulk import ingest_file
 
-    store = Neo4jStore(settings.neo4j_uri, settings.neo4j_auth())
+    from sqlalchemy import func, select
+
+    from factloom.ledger import Database, FactSubmission
+
+    db = Database(settings.sql_url)
     try:
-        _, facts = store.count(DEFAULT_KB)
+        with db.session() as session:
+            submitted = session.scalar(
+                select(func.count()).select_from(FactSubmission).where(FactSubmission.kb == DEFAULT_KB)
+            ) or 0
     finally:
-        store.close()
-    if facts:
-        print(f"demo knowledge: the '{DEFAULT_KB}' graph already holds {facts} facts")
+        db.dispose()
+    if submitted:
+        store = Neo4jStore(settings.neo4j_uri, settings.neo4j_auth())
+        try:
+            _, facts = store.count(DEFAULT_KB)
+        finally:
+            store.close()
+        print(f"demo knowledge: {submitted} facts already submitted to '{DEFAULT_KB}', {facts} in the graph")
         return
     if not path.exists():
         print(f"demo knowledge: {path} not found, skipped (pass --demo PATH)")

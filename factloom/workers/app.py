@@ -30,6 +30,7 @@ def make_app(broker_url: str, sweep_every_s: float) -> Celery:
         broker_transport_options={"visibility_timeout": 3600},
         beat_schedule={
             "sweep-stale-submissions": {"task": "factloom.ingest.sweep", "schedule": sweep_every_s},
+            "embed-new-entities": {"task": "factloom.ingest.embed_entities", "schedule": 10.0},
         },
     )
     celery.set_default()  # tasks declared with @shared_task bind to this app in every process

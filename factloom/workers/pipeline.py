@@ -111,7 +111,7 @@ def commit_submissions(ctx: WorkerContext, ids: Sequence[str]) -> int:
     for kb, facts in by_kb.items():
         # the graph write is idempotent by fact_id: a crash before the ledger update below only
         # means the sweeper writes the same facts again
-        ctx.store.write_facts(kb, facts, embed=ctx.embedder.embed)
+        ctx.store.write_facts(kb, facts)  # new entities are embedded by the embed task
     if not work:
         return 0
     with ctx.db.session() as session:

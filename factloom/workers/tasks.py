@@ -13,7 +13,7 @@ from factloom.ledger.tables import utcnow
 from factloom.workers import pipeline
 from factloom.workers.context import context
 
-__all__ = ["check_submissions", "commit_submissions", "sweep", "enqueue_check", "enqueue_commit"]
+__all__ = ["check_submissions", "commit_submissions", "embed_entities", "sweep", "enqueue_check", "enqueue_commit"]
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,27 @@ def check_submissions(ids: list[str]) -> dict[str, int]:
 @shared_task(name="factloom.check.commit", **_RETRY)
 def commit_submissions(ids: list[str]) -> int:
     return pipeline.commit_submissions(context(), ids)
+
+
+@shared_task(name="factloom.ingest.embed_entities", **_RETRY)
+def embed_entities(budget_s: float = 60.0) -> int:
+    """Give new entities their name embedding (for vector linking), in batches, one task at a time."""
+    import time
+
+    import redis
+
+    ctx = context()
+    lock = redis.Redis.from_url(ctx.settings.redis_url).lock("factloom:embed-entities", timeout=300)
+    if not lock.acquire(blocking=False):
+        return 0  # another worker is at it; the beat schedule comes back for what is left
+    done = 0
+    try:
+        deadline = time.monotonic() + budget_s
+        while time.monotonic() < deadline and (n := ctx.store.embed_pending(ctx.embedder.embed)):
+            done += n
+    finally:
+        lock.release()
+    return done
 
 
 @shared_task(name="factloom.ingest.sweep")
