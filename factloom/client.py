@@ -86,7 +86,8 @@ class Client:
                 if status["status"] == "done":
                     done[batch_id] = status
                 else:
-                    waiting += status["count"] - status["counts"]["pending"] - status["counts"]["checking"]
+                    counts = status["counts"]
+                    waiting += status["count"] - counts["pending"] - counts["checking"] - counts["accepted"]
             pending = [b for b in pending if b not in done]
             if progress:
                 progress(sum(b["count"] for b in done.values()) + waiting)

@@ -153,3 +153,14 @@ def test_rejected_and_pending_facts_never_answer(api: httpx.Client, db: Database
              for a in ask(api, kb, q)}
     assert not names & {"Nobody", "2049", "Pending Person"}
     assert "Ridley Scott" in names
+
+
+def test_new_entities_get_embeddings_for_vector_linking(api: httpx.Client, store: Neo4jStore) -> None:
+    kb = "embeds"
+    wait_batch(api, api.post("/v1/facts", json={"kb": kb, "facts": facts(MOVIES)}).json()["batch_id"])
+    deadline = time.monotonic() + 60
+    while store.run("MATCH (e:Entity {kb: $kb}) WHERE e.embedding IS NULL RETURN count(e) AS n", kb=kb)[0]["n"]:
+        assert time.monotonic() < deadline, "entities still without an embedding"
+        time.sleep(0.5)
+    dims = store.run("MATCH (e:Entity {kb: $kb}) RETURN size(e.embedding) AS d LIMIT 1", kb=kb)[0]["d"]
+    assert dims == 384

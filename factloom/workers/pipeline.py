@@ -58,29 +58,35 @@ def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
     for kb, claims in by_kb.items():
         graph = ctx.store.current_facts(kb, {(c.subject, c.predicate) for c in claims})
         per_verifier = [v.check(claims, graph, now) for v in ctx.verifiers]
+        checks: list[CheckResult] = []
+        verdicts: list[dict[str, object]] = []
+        for i, claim in enumerate(claims):
+            results: list[VerifierResult] = [results_of[i] for results_of in per_verifier]
+            fused = ctx.rule.fuse(results)
+            status = _VERDICT_STATUS[fused.verdict]
+            checks.extend(_rows(claim.submission_id, results))
+            checks.append(
+                CheckResult(
+                    submission_id=claim.submission_id, verifier=ctx.rule.name, score=fused.probability,
+                    probability=fused.probability, explanation=fused.reason,
+                    details={"accept": ctx.rule.accept, "reject": ctx.rule.reject, "verdict": fused.verdict.value},
+                    model_version=ctx.rule.version,
+                )
+            )
+            verdicts.append({"id": claim.submission_id, "status": status, "probability": fused.probability,
+                             "verdict_reason": fused.reason, "updated_at": datetime.now(timezone.utc)})
+            counts[status.value] += 1
+            if status is Status.accepted:
+                accepted.append(claim.submission_id)
         with ctx.db.session() as session:
             session.execute(delete(CheckResult).where(CheckResult.submission_id.in_([c.submission_id for c in claims])))
-            for i, claim in enumerate(claims):
-                results: list[VerifierResult] = [results_of[i] for results_of in per_verifier]
-                fused = ctx.rule.fuse(results)
-                status = _VERDICT_STATUS[fused.verdict]
-                session.add_all(_rows(claim.submission_id, results))
-                session.add(
-                    CheckResult(
-                        submission_id=claim.submission_id, verifier=ctx.rule.name, score=fused.probability,
-                        probability=fused.probability, explanation=fused.reason,
-                        details={"accept": ctx.rule.accept, "reject": ctx.rule.reject, "verdict": fused.verdict.value},
-                        model_version=ctx.rule.version,
-                    )
-                )
-                session.execute(
-                    update(FactSubmission)
-                    .where(FactSubmission.id == claim.submission_id, FactSubmission.status == Status.checking)
-                    .values(status=status, probability=fused.probability, verdict_reason=fused.reason)
-                )
-                counts[status.value] += 1
-                if status is Status.accepted:
-                    accepted.append(claim.submission_id)
+            session.add_all(checks)
+            # one executemany by primary key; the status guard leaves rows another task already
+            # decided untouched
+            session.execute(
+                update(FactSubmission).where(FactSubmission.status == Status.checking), verdicts,
+                execution_options={"synchronize_session": None},
+            )
     if accepted:
         commit_submissions(ctx, accepted)
     return counts

@@ -28,7 +28,8 @@ def post_facts(body: BatchIn, principal: IngestKey, db: DbDep, settings: Setting
 @router.get("/batches/{batch_id}", response_model=BatchOut)
 def get_batch(batch_id: str, _: IngestKey, db: DbDep) -> BatchOut:
     batch, counts = service.get_batch(db=db, batch_id=batch_id)
-    waiting = counts[Status.pending.value] + counts[Status.checking.value]
+    # accepted and reviewed are on their way into the graph; needs_review waits for a person
+    waiting = sum(counts[s.value] for s in (Status.pending, Status.checking, Status.accepted, Status.reviewed))
     return BatchOut(
         batch_id=batch.id, kb=batch.kb, count=batch.count, created_at=batch.created_at,
         status="checking" if waiting else "done", counts=counts,

@@ -63,7 +63,8 @@ class BatchOut(BaseModel):
     kb: str
     count: int
     created_at: datetime
-    status: str = Field(description="'checking' while any submission waits, else 'done'")
+    status: str = Field(description="'checking' while any submission is on its way, else 'done' "
+                        "(every submission committed, rejected or waiting for review)")
     counts: dict[str, int]
 
 

@@ -1,0 +1,74 @@
+"""The ``factloom`` command against the live test platform."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from factloom.config import Settings
+from factloom.graph import Neo4jStore
+from factloom.ledger import Database
+from factloom.platform.auth.service import create_key
+
+pytestmark = pytest.mark.integration
+
+
+def factloom(*args: str, key: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if key:
+        env["FACTLOOM_API_KEY"] = key
+    return subprocess.run([sys.executable, "-m", "factloom.platform.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_keys_ingest_and_query_from_the_command_line(
+    live: object, db: Database, store: Neo4jStore, tmp_path: Path, settings: Settings
+) -> None:
+    made = factloom("keys", "create", "--scopes", "ingest,query", "--name", "cli-test")
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.strip()
+    assert key.startswith("fl_") and "shown once" in made.stderr
+    refused = factloom("keys", "create", "--scopes", "ingest,superuser")
+    assert refused.returncode != 0 and "unknown scope(s) superuser" in refused.stderr
+
+    jsonl = tmp_path / "facts.jsonl"
+    jsonl.write_text("\n".join(json.dumps(f) for f in [
+        {"subject": "Heat", "predicate": "directed_by", "object": "Michael Mann"},
+        {"subject": "Heat", "predicate": "starred_actors", "object": "Al Pacino", "source": "imdb"},
+    ]) + "\n")
+    tsv = tmp_path / "facts.tsv"
+    tsv.write_text("subject\tpredicate\tobject\tsource\nCollateral\tdirected_by\tMichael Mann\tdvd\n")
+    csv = tmp_path / "facts.csv"
+    csv.write_text("subject,predicate,object,evidence\nThief,directed_by,Michael Mann,a 1981 crime film by Mann\n")
+    for path in (jsonl, tsv, csv):
+        done = factloom("ingest", str(path), "--kb", "cli", "--source", "cli-test", key=key)
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout.strip().splitlines()[-1])
+        assert summary["counts"]["committed"] == summary["submitted"] > 0
+    assert store.count("cli") == (5, 4)
+
+    answered = factloom("query", "what movies did [Michael Mann] direct", "--kb", "cli", key=key)
+    assert answered.returncode == 0, answered.stderr
+    names = {line.split("  ", 1)[1] for line in answered.stdout.splitlines() if line[:1].isdigit()}
+    assert {"Heat", "Collateral", "Thief"} <= names
+
+
+def test_a_bad_file_submits_nothing(live: object, db: Database, tmp_path: Path) -> None:
+    token, _ = create_key(db=db, name="cli-bad", scopes=["ingest"])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"subject": "A", "predicate": "p", "object": "B"}) + "\n{not json\n")
+    result = factloom("ingest", str(bad), "--kb", "clibad", key=token)
+    assert result.returncode != 0 and "bad.jsonl:2: not JSON" in result.stderr
+    missing = tmp_path / "missing.jsonl"
+    missing.write_text(json.dumps({"subject": "A", "object": "B"}) + "\n")
+    result = factloom("ingest", str(missing), "--kb", "clibad", key=token)
+    assert result.returncode != 0 and "record 1 lacks predicate" in result.stderr
+    page = httpx.get(f"{Settings().base_url}/v1/review", params={"kb": "clibad", "status": "pending"},
+                     headers={"Authorization": f"Bearer {create_key(db=db, name='r', scopes=['review'])[0]}"})
+    assert page.json()["total"] == 0
