@@ -18,11 +18,8 @@ status:
 	$(VENV)/bin/factloom status
 
 test:
-	bash scripts/setup.sh && $(PY) -m pytest -q
+	bash scripts/setup.sh && $(MAKE) --no-print-directory lint && $(PY) -m pytest -q
 
-# ruff and mypy when installed; neither is required
 lint:
-	@if $(PY) -m ruff --version >/dev/null 2>&1; then $(PY) -m ruff check factloom tests; \
-	else echo "lint: ruff not installed, skipped"; fi
-	@if $(PY) -m mypy --version >/dev/null 2>&1; then $(PY) -m mypy factloom; \
-	else echo "lint: mypy not installed, skipped"; fi
+	$(PY) -m ruff check factloom tests bench migrations
+	$(PY) -m mypy factloom

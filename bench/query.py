@@ -25,6 +25,43 @@ def load_questions(data_dir, hops: list[int], n: int, seed: int) -> list[tuple[s
     return out
 
 
+def run_level(api, questions: list[tuple[str, set[str], int]], level: int, kb: str) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """Every question once, from ``level`` concurrent clients."""
+    latencies: list[float] = []
+    hits: dict[int, list[int]] = {}
+    errors = 0
+    lock = threading.Lock()
+
+    def one(item: tuple[str, set[str], int]) -> None:
+        nonlocal errors
+        question, answers, hop = item
+        t0 = time.perf_counter()
+        try:
+            body = api.query(question, kb=kb, top_k=1)
+        except (ApiError, OSError):
+            with lock:
+                errors += 1
+            return
+        elapsed = (time.perf_counter() - t0) * 1000
+        top = body["answers"][0]["name"] if body["answers"] else None
+        with lock:
+            latencies.append(elapsed)
+            hits.setdefault(hop, []).append(int(top in answers))
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=level) as pool:
+        list(pool.map(one, questions))
+    wall = time.perf_counter() - t0
+    return {
+        "qps": round(len(latencies) / wall, 2),
+        "latency_ms_p50": round(percentile(latencies, 0.5), 1),
+        "latency_ms_p95": round(percentile(latencies, 0.95), 1),
+        "latency_ms_p99": round(percentile(latencies, 0.99), 1),
+        "errors": errors, "requests": len(questions),
+        "hits_at_1": {f"{h}hop": round(sum(v) / len(v), 4) for h, v in sorted(hits.items())},
+    }
+
+
 def main() -> None:
     p = parser("query", __doc__ or "")
     p.add_argument("--kb", default=DEFAULT_KB)
@@ -41,39 +78,7 @@ def main() -> None:
     with client(settings) as api:
         api.query(questions[0][0], kb=args.kb)  # warm the models
         for level in levels:
-            latencies: list[float] = []
-            hits: dict[int, list[int]] = {}
-            errors = 0
-            lock = threading.Lock()
-
-            def one(item: tuple[str, set[str], int]) -> None:
-                nonlocal errors
-                question, answers, hop = item
-                t0 = time.perf_counter()
-                try:
-                    body = api.query(question, kb=args.kb, top_k=1)
-                except (ApiError, OSError):
-                    with lock:
-                        errors += 1
-                    return
-                elapsed = (time.perf_counter() - t0) * 1000
-                top = body["answers"][0]["name"] if body["answers"] else None
-                with lock:
-                    latencies.append(elapsed)
-                    hits.setdefault(hop, []).append(int(top in answers))
-
-            t0 = time.perf_counter()
-            with ThreadPoolExecutor(max_workers=level) as pool:
-                list(pool.map(one, questions))
-            wall = time.perf_counter() - t0
-            metrics["levels"][str(level)] = {  # type: ignore[index]
-                "qps": round(len(latencies) / wall, 2),
-                "latency_ms_p50": round(percentile(latencies, 0.5), 1),
-                "latency_ms_p95": round(percentile(latencies, 0.95), 1),
-                "latency_ms_p99": round(percentile(latencies, 0.99), 1),
-                "errors": errors, "requests": len(questions),
-                "hits_at_1": {f"{h}hop": round(sum(v) / len(v), 4) for h, v in sorted(hits.items())},
-            }
+            metrics["levels"][str(level)] = run_level(api, questions, level, args.kb)  # type: ignore[index]
     print(f"{'clients':>8}{'qps':>8}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'errors':>8}  hits@1")
     for level, m in metrics["levels"].items():  # type: ignore[attr-defined]
         print(f"{level:>8}{m['qps']:>8}{m['latency_ms_p50']:>9}{m['latency_ms_p95']:>9}{m['latency_ms_p99']:>9}"

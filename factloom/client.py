@@ -106,6 +106,7 @@ def read_facts(path: str, default_source: str | None = None) -> Iterator[dict[st
     import csv
     import json
 
+    fact: dict[str, Any]
     with open(path, encoding="utf-8", newline="") as handle:
         if path.endswith((".jsonl", ".ndjson", ".json")):
             for number, line in enumerate(handle, 1):
@@ -114,6 +115,8 @@ def read_facts(path: str, default_source: str | None = None) -> Iterator[dict[st
                         fact = json.loads(line)
                     except json.JSONDecodeError as exc:
                         raise ValueError(f"{path}:{number}: not JSON: {exc.msg}") from exc
+                    if not isinstance(fact, dict):
+                        raise ValueError(f"{path}:{number}: expected a JSON object")
                     if default_source and "source" not in fact:
                         fact["source"] = default_source
                     yield fact
@@ -121,7 +124,7 @@ def read_facts(path: str, default_source: str | None = None) -> Iterator[dict[st
         if path.endswith((".csv", ".tsv")):
             reader = csv.DictReader(handle, delimiter="\t" if path.endswith(".tsv") else ",")
             for row in reader:
-                fact: dict[str, Any] = {k: v for k, v in row.items() if k and v not in (None, "")}
+                fact = {k: v for k, v in row.items() if k and v not in (None, "")}
                 if "evidence" in fact:
                     fact["evidence"] = {"text": fact["evidence"]}
                 if default_source and "source" not in fact:

@@ -51,7 +51,8 @@ def wait_status(api: httpx.Client, submission_id: str, status: str, timeout: flo
 
 def submission_ids(db: Database, batch_id: str) -> list[str]:
     with db.session() as session:
-        return [r.id for r in session.query(FactSubmission).filter_by(batch_id=batch_id).order_by(FactSubmission.created_at)]
+        rows = session.query(FactSubmission).filter_by(batch_id=batch_id).order_by(FactSubmission.created_at)
+        return [r.id for r in rows]
 
 
 def ask(api: httpx.Client, kb: str, question: str) -> list[dict[str, Any]]:
@@ -73,7 +74,8 @@ def test_post_facts_commit_to_neo4j_and_answer_with_paths(api: httpx.Client, sto
     answers = ask(api, kb, "who directed [Blade Runner]")
     assert answers[0]["name"] == "Ridley Scott"
     path = answers[0]["paths"][0]
-    assert [(s["subject"], s["predicate"], s["object"]) for s in path] == [("Blade Runner", "directed_by", "Ridley Scott")]
+    steps = [(s["subject"], s["predicate"], s["object"]) for s in path]
+    assert steps == [("Blade Runner", "directed_by", "Ridley Scott")]
     stored = store.facts_by_id(kb, [s["fact_id"] for s in path])
     assert [(f.subject, f.predicate, f.object, f.sources) for f in stored] == [
         ("Blade Runner", "directed_by", "Ridley Scott", ["wikimovies"])
@@ -110,7 +112,8 @@ def test_functional_contradiction_waits_for_review_and_a_decision_commits_it(
 ) -> None:
     kb = "contra"
     wait_batch(api, api.post("/v1/facts", json={"kb": kb, "facts": facts(MOVIES[:3])}).json()["batch_id"])
-    conflicting = api.post("/v1/facts", json={"kb": kb, "facts": facts([("Blade Runner", "release_year", "1999")], "blog")}).json()
+    claim = facts([("Blade Runner", "release_year", "1999")], "blog")
+    conflicting = api.post("/v1/facts", json={"kb": kb, "facts": claim}).json()
     (sid,) = submission_ids(db, conflicting["batch_id"])
     item = wait_status(api, sid, "needs_review")
     consistency = next(c for c in item["checks"] if c["verifier"] == "consistency")
@@ -147,10 +150,10 @@ def test_rejected_and_pending_facts_never_answer(api: httpx.Client, db: Database
     # a pending submission, in the ledger but not yet checked
     from factloom.platform.ingest.schemas import FactIn
 
-    ingest.submit(db=db, kb=kb, facts=[FactIn(subject="Blade Runner", predicate="directed_by", object="Pending Person")],
-                  max_facts=10, api_key_id=None)
-    names = {a["name"] for q in ("who wrote [Blade Runner]", "when was [Blade Runner] released", "who directed [Blade Runner]")
-             for a in ask(api, kb, q)}
+    pending = FactIn(subject="Blade Runner", predicate="directed_by", object="Pending Person")
+    ingest.submit(db=db, kb=kb, facts=[pending], max_facts=10, api_key_id=None)
+    questions = ("who wrote [Blade Runner]", "when was [Blade Runner] released", "who directed [Blade Runner]")
+    names = {a["name"] for q in questions for a in ask(api, kb, q)}
     assert not names & {"Nobody", "2049", "Pending Person"}
     assert "Ridley Scott" in names
 

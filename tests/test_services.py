@@ -48,9 +48,8 @@ def test_neo4j_rejects_the_initial_password(
 ) -> None:
     from neo4j.exceptions import AuthError
 
-    with GraphDatabase.driver(settings.neo4j_uri, auth=("neo4j", "neo4j")) as driver:
-        with pytest.raises(AuthError):
-            driver.verify_connectivity()
+    with GraphDatabase.driver(settings.neo4j_uri, auth=("neo4j", "neo4j")) as driver, pytest.raises(AuthError):
+        driver.verify_connectivity()
 
 
 def test_redis_pings(redis_service: RedisService, settings: Settings) -> None:

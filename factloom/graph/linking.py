@@ -24,9 +24,13 @@ _LUCENE_OPERATORS = re.compile(r"\b(AND|OR|NOT|TO)\b")
 _EDGE_PUNCT = "?!.,;:\"'()“”‘’"
 # n-grams made only of these never link: "the", "who", "film" are entity names in some graphs
 _STOPWORDS = frozenset(
-    "a an the of in on at by to for from with and or is are was were be been do does did what which "
-    "who whom whose when where why how that this these those it its their there as also same share "
-    "shared film films movie movies written directed starred acted".split()
+    [
+        "a", "an", "the", "of", "in", "on", "at", "by", "to", "for", "from", "with", "and",
+        "or", "is", "are", "was", "were", "be", "been", "do", "does", "did", "what", "which",
+        "who", "whom", "whose", "when", "where", "why", "how", "that", "this", "these", "those",
+        "it", "its", "their", "there", "as", "also", "same", "share", "shared", "film", "films",
+        "movie", "movies", "written", "directed", "starred", "acted"
+    ]
 )
 _MAX_NGRAM = 12
 _FULLTEXT_OVERFETCH = 20

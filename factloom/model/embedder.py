@@ -71,9 +71,7 @@ class Embedder:
             str(model_dir), device=self.device, local_files_only=True, trust_remote_code=False,
         )
         # renamed in sentence-transformers 5; keep both spellings working
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
-            self._model, "get_sentence_embedding_dimension"
-        )
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         dim = get_dim()
         self.dimension: int = int(dim) if dim else int(self._encode_raw(["x"], 1).shape[1])
         self.version: str = _version_of(model_dir)

@@ -72,12 +72,11 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def _load_demo(settings: Settings, path: Path) -> None:
-    from factloom.graph import Neo4jStore
-    from factloom.platform.bulk import ingest_file
-
     from sqlalchemy import func, select
 
+    from factloom.graph import Neo4jStore
     from factloom.ledger import Database, FactSubmission
+    from factloom.platform.bulk import ingest_file
 
     db = Database(settings.sql_url)
     try:

@@ -17,7 +17,12 @@ from factloom.model.embedder import Embedder
 from factloom.model.pathrank import PathRankReasoner
 from factloom.platform.errors import BadRequest, Unavailable
 from factloom.platform.query.schemas import (
-    AnswerOut, ModelVersions, PathStepOut, QueryOut, SeedOut, Timings,
+    AnswerOut,
+    ModelVersions,
+    PathStepOut,
+    QueryOut,
+    SeedOut,
+    Timings,
 )
 
 __all__ = ["answer"]

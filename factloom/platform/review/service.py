@@ -50,7 +50,7 @@ def decide(*, db: Database, submission_id: str, decision: str, reason: str, revi
         if row.status not in REVIEWABLE:
             raise Conflict(f"submission {submission_id} is {row.status.value}, not waiting for review")
         # the conditional update makes two reviewers deciding at once come out as one decision
-        changed = session.execute(
+        changed = session.execute(  # type: ignore[attr-defined]
             update(FactSubmission)
             .where(FactSubmission.id == submission_id, FactSubmission.status.in_(list(REVIEWABLE)))
             .values(status=new_status, verdict_reason=f"review: {decision}" + (f" ({reason})" if reason else ""))
