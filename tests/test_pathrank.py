@@ -73,3 +73,20 @@ def test_bounds_and_empty(reasoner: PathRankReasoner) -> None:
     assert reasoner.answer("anything", Subgraph(seeds=[]), top_k=3, max_hops=3) == []
     scores = [a.score for a in reasoner.answer("who directed [Blade Runner]", graph, top_k=50, max_hops=3)]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_who_directed_prefers_one_hop(reasoner: PathRankReasoner) -> None:
+    # a second film that shares an actor with the seed must not win through
+    # starred_actors → directed_by(inverse)-style two-hop readings
+    facts = FACTS + [
+        ("American Me", "starred_actors", "Harrison Ford"),
+        ("American Me", "directed_by", "Edward James Olmos"),
+    ]
+    ids = {n: f"e{i}" for i, n in enumerate(dict.fromkeys(x for s, _, o in facts for x in (s, o)))}
+    graph = Subgraph(
+        seeds=[Seed(ids["Blade Runner"], "Blade Runner", 1.0, "exact")], names={v: k for k, v in ids.items()},
+        edges=[Edge(f"f{i}", ids[s], ids[o], p) for i, (s, p, o) in enumerate(facts)],
+    )
+    answers = reasoner.answer("who directed [Blade Runner]", graph, top_k=3, max_hops=3)
+    assert answers[0].name == "Ridley Scott"
+    assert len(answers[0].paths[0]) == 1
