@@ -23,10 +23,11 @@ def main() -> None:
     rows = [dict(zip(("subject", "predicate", "object"), line.split("|"), strict=True)) for line in lines]
     for row in rows:
         row["source"] = "bench"
-    api_kb, raw_kb = "bench-ingest", "bench-raw"
+    # fresh knowledge bases each run: the ledger remembers every submission, so facts sent to an
+    # earlier run's kb would come back as duplicates and never reach the check stage
+    run = time.strftime("%Y%m%d%H%M%S")
+    api_kb, raw_kb = f"bench-ingest-{run}", f"bench-raw-{run}"
     store = Neo4jStore(settings.neo4j_uri, settings.neo4j_auth())
-    for kb in (api_kb, raw_kb):
-        store.drop_kb(kb)
 
     with client(settings) as api:
         t0 = time.perf_counter()
@@ -45,14 +46,19 @@ def main() -> None:
             for r in chunk
         ])
     raw_seconds = time.perf_counter() - t0
+    for kb in (api_kb, raw_kb):
+        store.drop_kb(kb)
     store.close()
+    if result.submitted < 0.9 * len(rows):
+        raise SystemExit(f"only {result.submitted} of {len(rows)} facts were new submissions; rates would mislead")
 
     metrics = {
-        "facts_per_s": round(len(rows) / api_seconds, 1),
+        # per new submission: lines that normalise to an already-sent fact are duplicates, not work
+        "facts_per_s": round(result.submitted / api_seconds, 1),
         "raw_neo4j_facts_per_s": round(len(rows) / raw_seconds, 1),
         "ratio_to_raw": round(raw_seconds / api_seconds, 3),
         "api_seconds": round(api_seconds, 2), "raw_seconds": round(raw_seconds, 2),
-        "submitted": result.submitted, "verdicts": result.counts,
+        "submitted": result.submitted, "duplicates": result.duplicates, "verdicts": result.counts,
         "graph_entities": entities, "graph_facts": facts, "errors": 0,
     }
     print(f"{'path':<28}{'facts/s':>10}{'seconds':>10}")
