@@ -12,6 +12,7 @@ were started with (:func:`child_env`), so they see the same configuration.
 
 from __future__ import annotations
 
+import abc
 import json
 import os
 import pwd
@@ -103,7 +104,7 @@ def wait_http(url: str, timeout: float = 60.0) -> None:
         time.sleep(0.3)
 
 
-class Service:
+class Service(abc.ABC):
     """One local child process with a pid file, a log file and a readiness probe.
 
     Subclasses give ``command()``, optionally ``prepare()`` (run before each spawn), ``probe()``
@@ -129,8 +130,9 @@ class Service:
         return f"{type(self).__name__}(name={self.name!r}, pid={self.pid()})"
 
     # overridables
+    @abc.abstractmethod
     def command(self) -> list[str]:
-        raise NotImplementedError
+        """The argv of the child process."""
 
     def prepare(self) -> None:
         """Create directories and config before a spawn."""
