@@ -41,7 +41,8 @@ def reasoner() -> PathRankReasoner:
 def test_one_hop(reasoner: PathRankReasoner) -> None:
     answers = reasoner.answer("who directed [Blade Runner]", _graph("Blade Runner"), top_k=3, max_hops=3)
     assert answers[0].name == "Ridley Scott"
-    assert answers[0].paths[0] == [PathStep("f0", "Blade Runner", "directed_by", "Ridley Scott")]
+    step = answers[0].paths[0][0]
+    assert answers[0].paths[0] == [PathStep("f0", "Blade Runner", "directed_by", "Ridley Scott", step.sources)]
 
 
 def test_two_hop(reasoner: PathRankReasoner) -> None:
@@ -62,7 +63,8 @@ def test_three_hop(reasoner: PathRankReasoner) -> None:
     answers = reasoner.answer(question, _graph("Blade Runner"), top_k=3, max_hops=3)
     assert answers[0].name == "1985"
     assert len(answers[0].paths[0]) == 3
-    assert answers[0].paths[0][-1] == PathStep("f10", "Witness", "release_year", "1985")
+    last = answers[0].paths[0][-1]
+    assert last == PathStep("f10", "Witness", "release_year", "1985", last.sources)
 
 
 def test_bounds_and_empty(reasoner: PathRankReasoner) -> None:

@@ -74,8 +74,8 @@ def test_post_facts_commit_to_neo4j_and_answer_with_paths(api: httpx.Client, sto
     answers = ask(api, kb, "who directed [Blade Runner]")
     assert answers[0]["name"] == "Ridley Scott"
     path = answers[0]["paths"][0]
-    steps = [(s["subject"], s["predicate"], s["object"]) for s in path]
-    assert steps == [("Blade Runner", "directed_by", "Ridley Scott")]
+    steps = [(s["subject"], s["predicate"], s["object"], s["sources"]) for s in path]
+    assert steps == [("Blade Runner", "directed_by", "Ridley Scott", ["wikimovies"])]
     stored = store.facts_by_id(kb, [s["fact_id"] for s in path])
     assert [(f.subject, f.predicate, f.object, f.sources) for f in stored] == [
         ("Blade Runner", "directed_by", "Ridley Scott", ["wikimovies"])

@@ -36,6 +36,7 @@ class PathStep:
     subject: str
     predicate: str
     object: str
+    sources: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -151,7 +152,7 @@ class PathRankReasoner:
                 entity_id=node, name=names.get(node, node), score=round(max(0.0, score), 6),
                 paths=[
                     [PathStep(e.fact_id, names.get(e.source_id, e.source_id), e.predicate,
-                              names.get(e.target_id, e.target_id)) for e in path]
+                              names.get(e.target_id, e.target_id), e.sources) for e in path]
                     for path in paths
                 ],
             )

@@ -34,6 +34,7 @@ class PathStepOut(BaseModel):
     subject: str
     predicate: str
     object: str
+    sources: list[str] = Field(default_factory=list, description="who asserted this fact")
 
 
 class AnswerOut(BaseModel):

@@ -67,7 +67,8 @@ def answer(
             AnswerOut(
                 entity_id=a.entity_id, name=a.name, score=a.score,
                 paths=[[PathStepOut(fact_id=s.fact_id, subject=s.subject, predicate=s.predicate,
-                                    object=s.object) for s in path] for path in a.paths],
+                                    object=s.object, sources=list(s.sources)) for s in path]
+                       for path in a.paths],
             )
             for a in answers
         ],
