@@ -11,8 +11,7 @@ import re
 from collections.abc import Sequence
 
 from factloom.graph import queries as q
-from factloom.graph.errors import InvalidGraphInput
-from factloom.graph.store import KB_PATTERN, Neo4jStore
+from factloom.graph.store import Neo4jStore, check_kb
 from factloom.graph.types import Seed, entity_key
 
 __all__ = ["link_entities", "strip_mentions", "bracketed_mentions", "lucene_escape"]
@@ -70,8 +69,7 @@ def link_entities(
     ``vector`` is the question's embedding (the caller usually has it already); ``None`` skips the
     vector step. An empty list means nothing linked, which callers report rather than raise.
     """
-    if not KB_PATTERN.match(kb):
-        raise InvalidGraphInput(f"invalid knowledge base name {kb!r}")
+    check_kb(kb)
     if limit < 1:
         return []
     mentions = bracketed_mentions(question)

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from factloom.graph import queries as q
 from factloom.graph.errors import InvalidGraphInput
-from factloom.graph.store import KB_PATTERN, Neo4jStore
+from factloom.graph.store import Neo4jStore, check_kb
 from factloom.graph.types import Edge, Seed, Subgraph
 
 __all__ = ["k_hop_subgraph", "SERVABLE_STATUSES"]
@@ -34,8 +34,7 @@ def k_hop_subgraph(
     (``max_edges`` overall, or the per-node share of a hub) cut the expansion short, i.e. when more
     hops or edges existed than were returned.
     """
-    if not KB_PATTERN.match(kb):
-        raise InvalidGraphInput(f"invalid knowledge base name {kb!r}")
+    check_kb(kb)
     if hops < 0 or max_edges < 0:
         raise InvalidGraphInput("hops and max_edges must not be negative")
     if as_of is not None and as_of.tzinfo is None:

@@ -20,7 +20,7 @@ from factloom.graph import queries as q
 from factloom.graph.errors import GraphUnavailable, InvalidGraphInput
 from factloom.graph.types import FactWrite, StoredFact, entity_key
 
-__all__ = ["Neo4jStore", "Embed", "entity_id_for", "KB_PATTERN"]
+__all__ = ["Neo4jStore", "Embed", "entity_id_for", "KB_PATTERN", "check_kb"]
 
 Embed = Callable[[list[str]], list[list[float]]]
 KB_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -31,7 +31,8 @@ def entity_id_for(kb: str, key: str) -> str:
     return hashlib.sha256(f"{kb}\x1f{key}".encode()).hexdigest()[:24]
 
 
-def _check_kb(kb: str) -> str:
+def check_kb(kb: str) -> str:
+    """``kb`` itself when it is a valid knowledge-base name, else :class:`InvalidGraphInput`."""
     if not KB_PATTERN.match(kb):
         raise InvalidGraphInput(f"invalid knowledge base name {kb!r}")
     return kb
@@ -105,7 +106,7 @@ class Neo4jStore:
 
     def resolve(self, kb: str, names: Iterable[str]) -> dict[str, str]:
         """Entity ids for the names (or ids) that already exist in ``kb``; unknown names are absent."""
-        _check_kb(kb)
+        check_kb(kb)
         names = list(dict.fromkeys(names))
         found: dict[str, str] = {}
         ids = {r["id"] for r in self.run(q.RESOLVE_IDS, routing="r", kb=kb, ids=names)}
@@ -151,7 +152,7 @@ class Neo4jStore:
 
     def add_aliases(self, kb: str, entity_id: str, aliases: Sequence[str]) -> None:
         rows = [{"id": entity_id, "alias": a, "key": entity_key(a)} for a in aliases]
-        self._run_idempotent(q.ADD_ALIASES, kb=_check_kb(kb), rows=rows)
+        self._run_idempotent(q.ADD_ALIASES, kb=check_kb(kb), rows=rows)
 
     # ------------------------------------------------------------ facts
 
@@ -180,22 +181,22 @@ class Neo4jStore:
         if not wanted:
             return out
         params = [{"key": k, "predicate": p} for k, p in wanted]
-        for row in self.run(q.CURRENT_FACTS, routing="r", kb=_check_kb(kb), pairs=params):
+        for row in self.run(q.CURRENT_FACTS, routing="r", kb=check_kb(kb), pairs=params):
             out[wanted[(row["key"], row["predicate"])]].append(_stored(row))
         return out
 
     def facts_by_id(self, kb: str, fact_ids: Sequence[str]) -> list[StoredFact]:
-        rows = self.run(q.FACTS_BY_ID, routing="r", kb=_check_kb(kb), fact_ids=list(fact_ids))
+        rows = self.run(q.FACTS_BY_ID, routing="r", kb=check_kb(kb), fact_ids=list(fact_ids))
         return [_stored(r) for r in rows]
 
     def count(self, kb: str) -> tuple[int, int]:
         """(entities, facts) in ``kb``."""
-        row = self.run(q.COUNT_KB, routing="r", kb=_check_kb(kb))[0]
+        row = self.run(q.COUNT_KB, routing="r", kb=check_kb(kb))[0]
         return int(row["entities"]), int(row["facts"])
 
     def drop_kb(self, kb: str) -> None:
         with self._driver.session(database=self.database) as session:
-            session.run(q.DROP_KB, kb=_check_kb(kb)).consume()
+            session.run(q.DROP_KB, kb=check_kb(kb)).consume()
 
 
 def _stored(row: dict[str, Any]) -> StoredFact:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from factloom.config import DEFAULT_KB
+from factloom.graph.store import KB_PATTERN
 
 __all__ = ["Evidence", "FactIn", "BatchIn", "BatchAccepted", "BatchOut", "CheckOut", "SubmissionOut", "KbName"]
 
@@ -15,7 +16,7 @@ Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max
 Predicate = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")
 ]
-KbName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+KbName = Annotated[str, StringConstraints(pattern=KB_PATTERN.pattern)]
 
 
 class Evidence(BaseModel):

@@ -8,10 +8,10 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from factloom.config import DEFAULT_KB
+from factloom.platform.ingest.schemas import KbName
 
 __all__ = ["QueryIn", "QueryOut", "AnswerOut", "PathStepOut", "SeedOut", "Timings", "ModelVersions"]
 
-KbName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 
 
 class QueryIn(BaseModel):
