@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import redis
@@ -13,6 +15,7 @@ from factloom.config import Settings, get_settings
 from factloom.platform.services import (
     Neo4jService,
     RedisService,
+    Service,
     ServiceError,
     child_env,
     neo4j_lib_dir,
@@ -91,3 +94,35 @@ def test_a_service_that_cannot_start_raises_with_its_log(settings: Settings) -> 
     finally:
         broken.stop()
     assert broken.pid() is None and not broken.pid_file.exists()
+    assert "exit status 1" in broken.log_file.read_text()
+
+
+class _CrashOnce(Service):
+    """Kills itself with SIGKILL on its first start and lives on the second."""
+
+    def __init__(self, settings: Settings, marker: Path) -> None:
+        super().__init__("crash-once", settings, match="crash-once")
+        self.marker = marker
+
+    def command(self) -> list[str]:
+        script = (
+            "import os, signal, sys, time, pathlib; m = pathlib.Path(sys.argv[1])\n"
+            "if not m.exists(): m.touch(); os.kill(os.getpid(), signal.SIGKILL)\n"
+            "m.with_suffix('.ready').touch(); time.sleep(60)"
+        )
+        return [sys.executable, "-c", script, str(self.marker), "crash-once"]
+
+    def probe(self) -> bool:
+        return self.pid() is not None and self.marker.with_suffix(".ready").exists()
+
+
+def test_a_child_that_dies_while_starting_is_started_again(settings: Settings, tmp_path: Path) -> None:
+    service = _CrashOnce(settings, tmp_path / "crashed")
+    try:
+        service.start(timeout=20)
+        assert service.is_up()
+    finally:
+        service.stop()
+    log = service.log_file.read_text()
+    assert "exited during start (killed by SIGKILL); starting again" in log
+    assert log.count("start: ") == 2

@@ -84,6 +84,7 @@ def child_env(settings: Settings) -> dict[str, str]:
     # resolved once (a generated one is written to home), so every child uses the same
     env["FACTLOOM_NEO4J_PASSWORD"] = settings.neo4j_auth()[1]
     env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"  # a child that crashes in native code says where in its log
     return env
 
 
@@ -153,6 +154,8 @@ class Service(abc.ABC):
 
     # machinery
     def pid(self) -> int | None:
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc.pid  # our own child: its Popen is the authority, not /proc
         try:
             pid = int(self.pid_file.read_text().split()[0])
         except (OSError, ValueError, IndexError):
@@ -170,40 +173,65 @@ class Service(abc.ABC):
     def _fail(self, why: str) -> ServiceError:
         return ServiceError(f"{self.name}: {why}; log {self.log_file}:\n{self.log_tail()}")
 
-    def start(self, timeout: float | None = None) -> None:
+    def start(self, timeout: float | None = None, attempts: int = 2) -> None:
+        """Start unless up and wait until ready; a child that dies while starting is spawned again,
+        ``attempts`` times in all, each exit status written to the log."""
         if self.is_up():
             return
         deadline = time.monotonic() + (timeout or self.start_timeout)
-        if self.pid() is None:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            self.prepare()
-            cmd = self.command()
-            user = self.spawn_user()
-            with open(self.log_file, "ab") as log:
-                stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-                log.write(f"\n--- {stamp} start: {' '.join(cmd)}\n".encode())
-                log.flush()
-                try:
-                    self._proc = subprocess.Popen(
-                        cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                        env=child_env(self.settings), start_new_session=True, user=user,
-                        group=pwd.getpwnam(user).pw_gid if user else None,
-                    )
-                except OSError as exc:
-                    raise self._fail(f"could not run {cmd[0]}: {exc}") from exc
-            self.pid_file.write_text(f"{self._proc.pid}\n")
         try:
-            while not self.ready():
+            for attempt in range(1, attempts + 1):
                 if self.pid() is None:
-                    raise self._fail("exited during start")
-                if time.monotonic() > deadline:
-                    raise self._fail(f"not ready after {timeout or self.start_timeout:.0f}s")
-                time.sleep(0.25)
+                    self._spawn()
+                while not self.ready():
+                    if self.pid() is None:
+                        why = f"exited during start ({self._exit_status()})"
+                        if attempt == attempts:
+                            raise self._fail(why)
+                        self._log_line(f"{why}; starting again")
+                        break
+                    if time.monotonic() > deadline:
+                        raise self._fail(f"not ready after {timeout or self.start_timeout:.0f}s")
+                    time.sleep(0.25)
+                else:
+                    break
             self.after_start(deadline)
         except BaseException:
             self.stop()  # a half-started service would hold its port and confuse the next start
             raise
+
+    def _spawn(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.prepare()
+        cmd = self.command()
+        user = self.spawn_user()
+        self._log_line(f"start: {' '.join(cmd)}")
+        with open(self.log_file, "ab") as log:
+            try:
+                self._proc = subprocess.Popen(
+                    cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    env=child_env(self.settings), start_new_session=True, user=user,
+                    group=pwd.getpwnam(user).pw_gid if user else None,
+                )
+            except OSError as exc:
+                raise self._fail(f"could not run {cmd[0]}: {exc}") from exc
+        self.pid_file.write_text(f"{self._proc.pid}\n")
+
+    def _exit_status(self) -> str:
+        code = self._proc.poll() if self._proc is not None else None
+        if code is None:
+            return "status unknown"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit status {code}"
+
+    def _log_line(self, text: str) -> None:
+        with open(self.log_file, "ab") as log:
+            log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n".encode())
 
     def stop(self, timeout: float | None = None) -> None:
         pid = self.pid()
