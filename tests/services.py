@@ -1,9 +1,9 @@
 """The real services a test run starts: test settings, environment and start/stop helpers.
 
 The run uses one home per user (``/tmp/factloom-test-<uid>``, or ``FACTLOOM_TEST_HOME``) on fixed
-non-default ports, so it never touches a developer's platform. A lock file keeps two runs from
-sharing it (the second waits); processes a crashed run left behind are found by their pid files
-and stopped, and the state is wiped, before anything starts.
+non-default ports (moved by ``FACTLOOM_TEST_SLOT``), so it never touches a developer's platform.
+A lock file keeps two runs from sharing it (the second waits); processes a crashed run left behind
+are found by their pid files and stopped, and the state is wiped, before anything starts.
 """
 
 from __future__ import annotations
@@ -21,18 +21,23 @@ from factloom.config import Settings, get_settings
 from factloom.platform.services import Service, child_env, stop_all
 
 __all__ = [
-    "PORTS", "NEO4J_PASSWORD", "default_home", "make_settings", "apply_env", "claim_home",
+    "PORTS", "SLOT", "NEO4J_PASSWORD", "default_home", "make_settings", "apply_env", "claim_home",
     "release_home", "running",
 ]
 
-PORTS = {"neo4j": 17687, "neo4j_http": 17474, "redis": 16379, "postgres": 15432, "api": 18000}
+# FACTLOOM_TEST_SLOT=N (default 0) moves every port up by 100*N and gives the run its own home, so
+# runs in separate slots do not wait for each other
+SLOT = int(os.environ.get("FACTLOOM_TEST_SLOT") or 0)
+PORTS = {name: port + 100 * SLOT for name, port in
+         {"neo4j": 17687, "neo4j_http": 17474, "redis": 16379, "postgres": 15432, "api": 18000}.items()}
 NEO4J_PASSWORD = "test-password"
 
 S = TypeVar("S", bound=Service)
 
 
 def default_home() -> Path:
-    return Path(os.environ.get("FACTLOOM_TEST_HOME") or f"/tmp/factloom-test-{os.getuid()}")
+    slot = f"-{SLOT}" if SLOT else ""
+    return Path(os.environ.get("FACTLOOM_TEST_HOME") or f"/tmp/factloom-test-{os.getuid()}{slot}")
 
 
 def make_settings(home: Path) -> Settings:

@@ -190,6 +190,12 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> None:
     runpy.run_path(str(script), run_name="__main__")
 
 
+def cmd_train(args: argparse.Namespace, settings: Settings) -> None:
+    from factloom.model import train
+
+    sys.exit(train.run(args.name, args.rest))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="factloom", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -222,6 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("name")
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(func=cmd_bench)
+    train = sub.add_parser("train", help="train a model (factloom/model/train/NAME.py) and register its version")
+    train.add_argument("name")
+    train.add_argument("rest", nargs=argparse.REMAINDER)
+    train.set_defaults(func=cmd_train)
     return parser
 
 
