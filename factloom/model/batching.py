@@ -1,0 +1,72 @@
+"""Dynamic batching: concurrent callers' items are collected for a short window and run as one batch."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Generic, TypeVar
+
+__all__ = ["DynamicBatcher"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class DynamicBatcher(Generic[T, R]):
+    """Runs ``fn(items) -> results`` (same order) on batches of at most ``max_batch`` items.
+
+    The first waiting item opens a collection window of ``window_ms``; the batch closes when it is
+    full or the window ends. Each caller gets its own result (or its batch's exception).
+
+    Args:
+        fn: the batched function, called on one background thread.
+        max_batch: largest batch (16).
+        window_ms: how long the first item waits for company (2 ms).
+    """
+
+    def __init__(self, fn: Callable[[Sequence[T]], Sequence[R]], *, max_batch: int = 16,
+                 window_ms: float = 2.0, name: str = "batcher") -> None:
+        self.fn = fn
+        self.max_batch = max_batch
+        self.window_s = window_ms / 1000.0
+        self.batches = 0
+        self.items = 0
+        self._queue: queue.Queue[tuple[T, Future[R]]] = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(max_batch={self.max_batch}, window_ms={self.window_s * 1000:g})"
+
+    def submit(self, item: T, timeout: float | None = 60.0) -> R:
+        future: Future[R] = Future()
+        self._queue.put((item, future))
+        return future.result(timeout=timeout)
+
+    def _loop(self) -> None:
+        import time
+
+        while True:
+            first = self._queue.get()
+            batch = [first]
+            deadline = time.monotonic() + self.window_s
+            while len(batch) < self.max_batch:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    batch.append(self._queue.get(timeout=left))
+                except queue.Empty:
+                    break
+            self.batches += 1
+            self.items += len(batch)
+            try:
+                results = self.fn([item for item, _ in batch])
+                for (_, future), result in zip(batch, results, strict=True):
+                    future.set_result(result)
+            except Exception as exc:  # noqa: BLE001 - handed to every caller of the batch
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)

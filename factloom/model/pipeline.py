@@ -1,0 +1,131 @@
+"""Router → reasoner over a batch of questions, in the precision the policy chose; artefact I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from factloom.graph.types import Subgraph
+from factloom.model.features import RelationFeatures, Sample, collate, make_sample
+from factloom.model.pathrank import Answer
+from factloom.model.precision import PrecisionPolicy
+from factloom.model.reasoner import PathReasoner, ReasonerConfig, decode_answers
+from factloom.model.router import RelationRouter, RouterConfig, select_subgraphs
+
+__all__ = ["LearnedPipeline", "Result", "save_model", "load_model"]
+
+
+def save_model(model: RelationRouter | PathReasoner, path: Path, **meta: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"kind": "router" if isinstance(model, RelationRouter) else "reasoner",
+                "config": model.hparams(), "state": model.state_dict(), "meta": meta}, path)
+
+
+def load_model(path: Path) -> RelationRouter | PathReasoner:
+    if not Path(path).exists():
+        raise FileNotFoundError(f"model artefact {path} does not exist")
+    blob = torch.load(path, map_location="cpu", weights_only=False)
+    model: RelationRouter | PathReasoner
+    if blob["kind"] == "router":
+        model = RelationRouter(RouterConfig(**blob["config"]))
+    else:
+        model = PathReasoner(ReasonerConfig(**blob["config"]))
+    model.load_state_dict(blob["state"])
+    return model.eval()
+
+
+@dataclass
+class Result:
+    answers: list[Answer]
+    routed: Subgraph  # what the reasoner read
+    candidate_edges: int
+
+
+class LearnedPipeline:
+    """The learned query path for one knowledge base's models.
+
+    Args:
+        router, reasoner: trained modules (``None`` router: the reasoner reads the k-hop subgraph).
+        features: relation feature cache (shared with training).
+        policy: precision per operation; calibrated on the first batch.
+    """
+
+    def __init__(self, router: RelationRouter | None, reasoner: PathReasoner, features: RelationFeatures,
+                 policy: PrecisionPolicy | None = None, device: str = "cpu") -> None:
+        self.device = device
+        self.router = router.to(device).eval() if router is not None else None
+        self.reasoner = reasoner.to(device).eval()
+        self.features = features
+        self.policy = policy or PrecisionPolicy(device=device)
+        self._calibrated = False
+
+    def _calibrate(self, samples: Sequence[Sample]) -> None:
+        c = collate(samples, self.features)
+        c = _to(c, self.device)
+        if self.router is not None:
+            router = self.router
+
+            def run_router() -> list[torch.Tensor]:
+                return _split(router(c).node, c.node_offset)
+
+            self.policy.calibrate("router", run_router)
+
+        def run_reasoner() -> list[torch.Tensor]:
+            return _split(self.reasoner(c).score, c.node_offset)
+
+        self.policy.calibrate("reasoner", run_reasoner)
+        self._calibrated = True
+
+    @torch.no_grad()
+    def run(self, samples: Sequence[Sample], *, top_k: int, max_hops: int) -> list[Result]:
+        if not samples:
+            return []
+        if not self._calibrated:
+            self._calibrate(samples)
+        c = _to(collate(samples, self.features), self.device)
+        routed: list[Subgraph]
+        if self.router is not None:
+            cfg = self.router.config
+            with self.policy.scope("router"):
+                out = self.router(c)
+            routed = select_subgraphs(c, out, threshold=cfg.threshold, budget=cfg.budget, max_hops=max_hops)
+        else:
+            routed = [Subgraph(seeds=[], names=s.names, edges=s.edges) for s in samples]
+        second = []
+        for s, g in zip(samples, routed, strict=True):
+            g.seeds = [x for x in g.seeds] or []
+            second.append(_with_edges(s, g))
+        c2 = _to(collate(second, self.features), self.device)
+        with self.policy.scope("reasoner"):
+            out2 = self.reasoner(c2)
+        if max_hops < self.reasoner.config.max_hops:
+            # the asker's bound: hops beyond it carry no mass
+            out2.stop[:, max_hops:] = 0
+            out2.score = sum(out2.stop[c2.batch.batch, t] * out2.hops[t] for t in range(max_hops))  # type: ignore[assignment]
+        answers = decode_answers(c2, out2, top_k=top_k)
+        return [Result(answers=a, routed=g, candidate_edges=len(s.edges))
+                for a, g, s in zip(answers, routed, samples, strict=True)]
+
+
+def _with_edges(s: Sample, g: Subgraph) -> Sample:
+    graph = Subgraph(seeds=[], names=s.names, edges=g.edges)
+    from factloom.graph.types import Seed
+
+    graph.seeds = [Seed(s.nodes[i], s.names.get(s.nodes[i], s.nodes[i]), 1.0, "exact") for i in s.seeds]
+    return make_sample(s.question, s.qvec, graph)
+
+
+def _split(x: torch.Tensor, offsets: list[int]) -> list[torch.Tensor]:
+    return [x[a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+
+
+def _to(c: Any, device: str) -> Any:
+    if device != "cpu":
+        c.batch = c.batch.to(device)
+        c.rel_feat = c.rel_feat.to(device)
+        c.qvec = c.qvec.to(device)
+    return c

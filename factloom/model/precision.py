@@ -1,0 +1,84 @@
+"""Per-operation precision: bf16 / fp16 where the device supports it, fp32 when a check fails.
+
+Each operation (``"router"``, ``"reasoner"``) is run once on a probe batch in the low precision and
+in fp32; the low precision is kept only if the scores agree within ``tolerance`` and the top entity
+of every sample is the same. Otherwise that operation runs in fp32 from then on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+__all__ = ["PrecisionPolicy", "low_precision_for", "autocast"]
+
+log = logging.getLogger(__name__)
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def low_precision_for(device: str) -> str:
+    """The cheaper dtype this device runs well: bf16 on CPUs and recent GPUs, else fp16 on CUDA."""
+    if device.startswith("cuda"):
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return "bf16"
+
+
+@contextlib.contextmanager
+def autocast(device: str, name: str) -> Iterator[None]:
+    if name == "fp32":
+        yield
+        return
+    with torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=DTYPES[name]):
+        yield
+
+
+@dataclass
+class PrecisionPolicy:
+    """Choice per operation. ``mode``: ``auto`` (check and pick), or a fixed ``fp32|bf16|fp16``.
+
+    Args:
+        device: where the models run.
+        mode: ``auto`` | ``fp32`` | ``bf16`` | ``fp16``.
+        tolerance: largest allowed absolute score difference against fp32 on the probe (0.05).
+        force_fail: make every check fail (a test hook; proves the fallback).
+    """
+
+    device: str = "cpu"
+    mode: str = "auto"
+    tolerance: float = 0.05
+    force_fail: bool = False
+    chosen: dict[str, str] = field(default_factory=dict)
+    checks: dict[str, dict[str, float | bool | str]] = field(default_factory=dict)
+
+    def dtype_name(self, op: str) -> str:
+        return self.chosen.get(op, "fp32" if self.mode == "auto" else self.mode)
+
+    def calibrate(self, op: str, run: Callable[[], list[torch.Tensor]]) -> str:
+        """Run ``run`` (per-sample score vectors) in fp32 and in the low precision; keep the latter
+        only if it passes the check. Returns the chosen name."""
+        if self.mode != "auto":
+            self.chosen[op] = self.mode
+            return self.mode
+        low = low_precision_for(self.device)
+        with torch.no_grad():
+            ref = run()
+            with autocast(self.device, low):
+                got = run()
+        diff = max((float((a.float() - b.float()).abs().max()) for a, b in zip(ref, got, strict=True) if a.numel()),
+                   default=0.0)
+        same_top = all(int(a.argmax()) == int(b.argmax()) for a, b in zip(ref, got, strict=True) if a.numel())
+        ok = diff <= self.tolerance and same_top and not self.force_fail
+        self.chosen[op] = low if ok else "fp32"
+        self.checks[op] = {"tried": low, "max_abs_diff": round(diff, 6), "same_top": same_top, "passed": ok}
+        if not ok:
+            log.warning("precision check failed for %s in %s (max diff %.4g); using fp32", op, low, diff)
+        return self.chosen[op]
+
+    @contextlib.contextmanager
+    def scope(self, op: str) -> Iterator[None]:
+        with autocast(self.device, self.dtype_name(op)):
+            yield

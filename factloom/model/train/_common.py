@@ -1,0 +1,262 @@
+"""What training the router and the reasoner shares: question sets, subgraphs from the real store,
+the training loop, and registration of the trained version in the model registry."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from factloom.graph.linking import link_entities, strip_mentions
+from factloom.graph.retrieval import k_hop_subgraph
+from factloom.graph.store import Neo4jStore
+from factloom.model.embedder import Embedder
+from factloom.model.features import RelationFeatures, Sample, collate, make_sample
+from factloom.model.reasoner import PathReasoner, ReasonerConfig, decode_answers
+from factloom.model.router import RelationRouter, RouterConfig
+
+__all__ = ["QA", "PATHQUESTION_SETS", "PQ_KB_FILES", "load_questions", "prepare", "fit", "hits_at_1",
+           "register", "parse_args", "train_main", "kb_for"]
+
+PATHQUESTION_SETS = ("PQ-2H", "PQ-3H", "PQL-2H", "PQL-3H")
+PQ_KB_FILES = {"PQ-2H": "2H-kb.txt", "PQ-3H": "3H-kb.txt", "PQL-2H": "PQL2-KB.txt", "PQL-3H": "PQL3-KB.txt"}
+METAQA_SETS = ("1hop", "2hop", "3hop")
+
+
+@dataclass
+class QA:
+    question: str  # the topic entity in [brackets]
+    answers: list[str]
+    set: str
+
+
+def kb_for(dataset: str, name: str) -> str:
+    """The knowledge base a question set is asked over."""
+    return "metaqa" if dataset == "metaqa" else name.lower()
+
+
+def _bracket(question: str, topic: str) -> str:
+    """Mark the topic entity as MetaQA does; the dataset names it (path's first element)."""
+    pattern = re.compile(r"(?<![\w\[])" + re.escape(topic) + r"(?![\w\]])", re.IGNORECASE)
+    return pattern.sub(lambda m: f"[{m.group(0)}]", question.strip(), count=1)
+
+
+def load_questions(dataset: str, data_dir: Path, name: str, split: str, *, seed: int = 0) -> list[QA]:
+    """``split``: ``train`` | ``dev`` | ``test``. MetaQA's dev questions are split 80/20 (seeded)
+    into train and dev; its ``test`` reads ``qa_Nhop_test.txt`` when present."""
+    if dataset == "pathquestion":
+        path = data_dir / f"{name}_{split}.txt"
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist")
+        out = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            question, answer, chain = line.split("\t")[:3]
+            main, _, alts = answer.partition("(")
+            answers = list(dict.fromkeys([main.strip()] + [a for a in alts.rstrip(")").split("/") if a]))
+            out.append(QA(_bracket(question, chain.split("#")[0]), answers, name))
+        return out
+    if dataset == "metaqa":
+        hop = name.removesuffix("hop")
+        if split == "test":
+            path = data_dir / f"qa_{hop}hop_test.txt"
+            lines = path.read_text(encoding="utf-8").splitlines()
+        else:
+            path = data_dir / f"qa_{hop}hop_dev.txt"
+            lines = path.read_text(encoding="utf-8").splitlines()
+            random.Random(seed).shuffle(lines)
+            cut = int(0.8 * len(lines))
+            lines = lines[:cut] if split == "train" else lines[cut:]
+        return [QA(q, a.split("|"), name) for q, a in (ln.split("\t") for ln in lines if ln.strip())]
+    raise ValueError(f"unknown dataset {dataset!r}; pathquestion or metaqa")
+
+
+def load_jsonl(path: Path) -> list[QA]:
+    """User-supplied pairs: one ``{"question": "… [Topic] …", "answers": ["…"]}`` per line."""
+    out = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if not row.get("question") or not row.get("answers"):
+            raise ValueError(f"{path}:{number}: needs 'question' and a non-empty 'answers' list")
+        out.append(QA(row["question"], list(row["answers"]), "jsonl"))
+    return out
+
+
+def question_vector(embedder: Embedder, question: str, seed_names: Sequence[str]) -> Any:
+    return embedder.encode([strip_mentions(question, seed_names) or question])[0]
+
+
+def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *, hops: int = 3,
+            max_edges: int = 5000, show: bool = True, desc: str = "subgraphs") -> list[Sample]:
+    """One training sample per question whose topic links: its k-hop subgraph from the store."""
+    out = []
+    names = sorted({a for qa in qas for a in qa.answers})
+    ids = store.resolve(kb, names) if names else {}
+    for qa in tqdm(qas, desc=desc, unit="q", disable=not show):
+        seeds = link_entities(store, kb=kb, question=qa.question, vector=None, limit=3)
+        if not seeds:
+            continue
+        graph = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges)
+        qvec = question_vector(embedder, qa.question, [s.name for s in seeds])
+        out.append(make_sample(qa.question, qvec, graph, [ids[a] for a in qa.answers if a in ids]))
+    return out
+
+
+def fit(model: RelationRouter | PathReasoner, samples: Sequence[Sample], features: RelationFeatures, *,
+        epochs: int, batch_size: int = 32, lr: float = 1e-3, seed: int = 0, show: bool = True,
+        desc: str = "train") -> list[float]:
+    """Adam on the model's own loss; samples without a reachable answer teach nothing and are skipped."""
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    usable = [s for s in samples if s.answers]
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    model.train()
+    for epoch in range(epochs):
+        rng.shuffle(usable)
+        total = 0.0
+        bar = tqdm(range(0, len(usable), batch_size), desc=f"{desc} {epoch + 1}/{epochs}", disable=not show)
+        for start in bar:
+            c = collate(usable[start:start + batch_size], features)
+            out = model(c)
+            loss = model.loss(c, out)  # type: ignore[arg-type]
+            optimiser.zero_grad()
+            loss.backward()  # type: ignore[no-untyped-call]
+            optimiser.step()
+            total += loss.item()
+            bar.set_postfix(loss=f"{loss.item():.4f}")
+        losses.append(total / max(1, len(range(0, len(usable), batch_size))))
+    model.eval()
+    return losses
+
+
+@torch.no_grad()
+def hits_at_1(reasoner: PathReasoner, samples: Sequence[Sample], features: RelationFeatures) -> float:
+    if not samples:
+        return float("nan")
+    hits = 0
+    for start in range(0, len(samples), 64):
+        chunk = samples[start:start + 64]
+        c = collate(chunk, features)
+        for s, answers in zip(chunk, decode_answers(c, reasoner(c), top_k=1, paths_per_answer=0), strict=True):
+            hits += bool(answers) and s.nodes.index(answers[0].entity_id) in s.answers
+    return hits / len(samples)
+
+
+def register(db: Any, *, kind: str, kb: str, artefact: Path, metrics: dict[str, Any]) -> str:
+    """Register ``artefact`` as the active ``kind`` for ``kb``; the previous active one retires."""
+    from sqlalchemy import select
+
+    from factloom.ledger.tables import ModelVersion
+
+    version = f"{kind}-{kb}-{time.strftime('%Y%m%d%H%M%S')}-{random.randrange(16**4):04x}"
+    with db.session() as session:
+        for row in session.scalars(select(ModelVersion).where(ModelVersion.kind == kind,
+                                                              ModelVersion.status == "active")):
+            if (row.metrics or {}).get("kb") == kb:
+                row.status = "retired"
+        session.add(ModelVersion(id=version, kind=kind, artefact=str(artefact), metrics={"kb": kb, **metrics},
+                                 gates={}, status="active", traffic_share=1.0))
+    return version
+
+
+def parse_args(kind: str, argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=f"factloom train {kind}",
+                                description=f"train the {kind} on question–answer pairs over a kb in the store")
+    p.add_argument("--dataset", choices=["pathquestion", "metaqa", "jsonl"], required=True)
+    p.add_argument("--data-dir", type=Path, help="the dataset folder (../shared/data/<dataset>) or a JSONL file")
+    p.add_argument("--set", help="question set: PQ-2H … PQL-3H, or 1hop/2hop/3hop (default: all)")
+    p.add_argument("--kb", help="knowledge base in the store (default: the set's own, e.g. pq-2h, metaqa)")
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--sample", type=int, help="at most this many training questions per set (seeded)")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+@dataclass
+class Job:
+    kb: str
+    sets: list[str]
+    train: list[QA] = field(default_factory=list)
+    dev: list[QA] = field(default_factory=list)
+
+
+def jobs_for(args: argparse.Namespace) -> list[Job]:
+    if args.dataset == "jsonl":
+        if not args.data_dir or not args.kb:
+            raise SystemExit("--dataset jsonl needs --data-dir FILE.jsonl and --kb NAME")
+        return [Job(args.kb, ["jsonl"], load_jsonl(args.data_dir))]
+    data_dir = args.data_dir or Path(__file__).resolve().parents[3].parent / "shared" / "data" / args.dataset
+    names = [args.set] if args.set else list(PATHQUESTION_SETS if args.dataset == "pathquestion" else METAQA_SETS)
+    jobs: dict[str, Job] = {}
+    for name in names:
+        kb = args.kb or kb_for(args.dataset, name)
+        job = jobs.setdefault(kb, Job(kb, []))
+        job.sets.append(name)
+        train = load_questions(args.dataset, data_dir, name, "train", seed=args.seed)
+        if args.sample:
+            train = random.Random(args.seed).sample(train, min(args.sample, len(train)))
+        job.train += train
+        job.dev += load_questions(args.dataset, data_dir, name, "dev", seed=args.seed)[:300]
+    return list(jobs.values())
+
+
+def train_kb(kinds: Sequence[str], *, store: Neo4jStore, embedder: Embedder, db: Any, home: Path, job: Job,
+             epochs: int, seed: int = 0, show: bool = True) -> dict[str, str]:
+    """Train (and register) each of ``kinds`` for one kb; returns kind → version."""
+    entities, facts = store.count(job.kb)
+    if not facts:
+        raise SystemExit(f"kb {job.kb!r} holds no facts: load it first (factloom ingest FILE --kb {job.kb})")
+    features = RelationFeatures(embedder.encode)
+    train = prepare(store, embedder, job.kb, job.train, show=show, desc=f"{job.kb} train subgraphs")
+    dev = prepare(store, embedder, job.kb, job.dev, show=show, desc=f"{job.kb} dev subgraphs")
+    versions = {}
+    for kind in kinds:
+        t0 = time.perf_counter()
+        model: RelationRouter | PathReasoner = RelationRouter(RouterConfig()) if kind == "router" \
+            else PathReasoner(ReasonerConfig())
+        losses = fit(model, train, features, epochs=epochs, seed=seed, show=show, desc=f"{kind} {job.kb}")
+        metrics: dict[str, Any] = {"sets": job.sets, "train_questions": len(train), "epochs": epochs,
+                                   "final_loss": round(losses[-1], 5) if losses else None,
+                                   "train_seconds": round(time.perf_counter() - t0, 1)}
+        if isinstance(model, PathReasoner):
+            metrics["dev_hits_at_1"] = round(hits_at_1(model, dev, features), 4)
+        from factloom.model.pipeline import save_model
+
+        artefact = home / "models" / f"{kind}-{job.kb}-{int(time.time())}.pt"
+        save_model(model, artefact, kb=job.kb, metrics=metrics)
+        versions[kind] = register(db, kind=kind, kb=job.kb, artefact=artefact, metrics=metrics)
+        print(f"{kind} for kb {job.kb}: {versions[kind]} {json.dumps(metrics)}")
+    return versions
+
+
+def train_main(kinds: Sequence[str], argv: list[str]) -> int:
+    """The entry point of ``factloom train router|reasoner`` (the CLI's settings, the real store)."""
+    from factloom.config import get_settings
+    from factloom.ledger import Database
+
+    args = parse_args("/".join(kinds), argv)
+    settings = get_settings()
+    store = Neo4jStore(settings.neo4j_uri, settings.neo4j_auth())
+    db = Database(settings.sql_url)
+    embedder = Embedder(settings.embedder_path or None, device=settings.device)
+    try:
+        for job in jobs_for(args):
+            train_kb(kinds, store=store, embedder=embedder, db=db, home=settings.home, job=job,
+                     epochs=args.epochs, seed=args.seed)
+    finally:
+        store.close()
+        db.dispose()
+    return 0
