@@ -66,6 +66,11 @@ class Settings(BaseSettings):
     device: str = "auto"
     query_max_hops: int = 3
     query_max_edges: int = 5000
+    # learned | baseline | auto (learned when a reasoner is registered for the kb, else baseline)
+    query_reasoner: str = "auto"
+    query_precision: str = "auto"  # auto (bf16/fp16 when its check passes, else fp32) | fp32 | bf16 | fp16
+    query_batch_max: int = 16  # most questions one model call serves
+    query_batch_window_ms: float = 2.0  # how long the first question waits for others
 
     demo_kb_path: Path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "metaqa" / "kb.txt"
 

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 from torch import Tensor, nn
+from torch_geometric.utils import scatter
 
 from factloom.model.features import Collated, edge_batch
 from factloom.model.flow import RelationFlowConv
@@ -105,17 +106,21 @@ class PathReasoner(nn.Module):
             hops.append(x)
         stop = torch.softmax(self.stop(c.qvec).float(), dim=-1)  # (B, T)
         per_node = stop[b.batch]  # (N, T)
-        score = (torch.stack(hops, dim=-1) * per_node).sum(-1)  # (N,)
+        # each hop's scores relative to that hop's best entity, so that a longer chain (a product
+        # of more attentions) is not penalised for its length; the hop count is the stop head's job
+        stacked = torch.stack(hops, dim=-1)  # (N, T)
+        best = scatter(stacked, b.batch, dim=0, dim_size=n_graphs, reduce="max").clamp(min=1e-6)  # (B, T)
+        score = (stacked / best[b.batch] * per_node).sum(-1)  # (N,)
         return ReasonerOutput(score=score, weights=weights, hops=hops, stop=stop)
 
     def loss(self, c: Collated, out: ReasonerOutput) -> Tensor:
-        """Balanced binary cross-entropy: answers against the other non-seed entities."""
+        """Balanced binary cross-entropy: answers against the other entities. A seed may be the
+        answer ("the mother of X's son" is X)."""
         b = c.batch
         score = out.score.clamp(1e-6, 1 - 1e-6)
         target = b.answer
-        keep = b.seed == 0
-        pos = (target > 0) & keep
-        neg = (target == 0) & keep
+        pos = target > 0
+        neg = target == 0
         bce = nn.functional.binary_cross_entropy(score, target, reduction="none")
         loss = bce[pos].mean() if pos.any() else score.sum() * 0
         return loss + (bce[neg].mean() if neg.any() else 0)
@@ -125,7 +130,8 @@ class PathReasoner(nn.Module):
 
 
 def decode_answers(c: Collated, out: ReasonerOutput, *, top_k: int, paths_per_answer: int = 3) -> list[list[Answer]]:
-    """The ``top_k`` non-seed entities of each sample with their best supporting paths."""
+    """The ``top_k`` entities of each sample with their best supporting paths (a seed is an
+    answer only when a path of at least one hop leads back to it)."""
     score = out.score.detach().float().cpu()
     weights = out.weights.detach().float().cpu()
     hops = [h.detach().float().cpu() for h in out.hops]
@@ -136,7 +142,6 @@ def decode_answers(c: Collated, out: ReasonerOutput, *, top_k: int, paths_per_an
         n0, n1 = c.node_offset[i], c.node_offset[i + 1]
         e0, e1 = c.edge_offset[i], c.edge_offset[i + 1]
         local = score[n0:n1].clone()
-        local[s.seeds] = -1.0
         order = torch.argsort(local, descending=True, stable=True)[:top_k].tolist()
         incoming: dict[int, list[int]] = {}
         for e in range(e0, e1):
@@ -147,7 +152,8 @@ def decode_answers(c: Collated, out: ReasonerOutput, *, top_k: int, paths_per_an
             if local[v] <= 0:
                 break
             # the hop count that contributes most to this entity's score
-            t_best = max(range(len(hops)), key=lambda t: float(stop[i, t] * hops[t][n0 + v]))
+            t_best = max(range(len(hops)),
+                         key=lambda t: float(stop[i, t] * hops[t][n0 + v] / max(1e-6, float(hops[t][n0:n1].max()))))
             paths = _backtrack(v, t_best, incoming, ei, weights, hops, n0, seeds, paths_per_answer)
             steps = []
             for path in paths:
@@ -169,9 +175,9 @@ def _backtrack(v: int, t: int, incoming: dict[int, list[int]], ei: Tensor, weigh
                hops: list[Tensor], n0: int, seeds: set[int], limit: int) -> list[list[int]]:
     """Up to ``limit`` edge paths of ``t + 1`` hops from a seed to ``v``, strongest first."""
     if t == 0:
-        cands = [(float(weights[e, 0]), e) for e in incoming.get(v, []) if int(ei[0, e]) - n0 in seeds]
-        return [[e] for _, e in sorted(cands, reverse=True)[:limit]]
-    cands = []
+        first = [(float(weights[e, 0]), e) for e in incoming.get(v, []) if int(ei[0, e]) - n0 in seeds]
+        return [[e] for _, e in sorted(first, reverse=True)[:limit]]
+    cands: list[tuple[float, int, int]] = []
     for e in incoming.get(v, []):
         u = int(ei[0, e]) - n0
         contribution = float(hops[t - 1][n0 + u] * weights[e, t])
@@ -180,7 +186,8 @@ def _backtrack(v: int, t: int, incoming: dict[int, list[int]], ei: Tensor, weigh
     out: list[list[int]] = []
     for _, e, u in sorted(cands, reverse=True):
         for prefix in _backtrack(u, t - 1, incoming, ei, weights, hops, n0, seeds, limit - len(out)):
-            if v not in {int(ei[0, x]) - n0 for x in prefix}:
+            # a path uses each fact once; it may end where it started (the answer is the seed)
+            if e // 2 not in {x // 2 for x in prefix}:
                 out.append(prefix + [e])
         if len(out) >= limit:
             break

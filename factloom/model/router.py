@@ -42,9 +42,9 @@ class RelationRouter(nn.Module):
         n_v = \max_{t \le T} x^{(t)}_v
 
     Trained so that answers are reached within :math:`T` hops, it learns which relations the
-    question is about; the edge relevance forgets the hop (the reasoner orders them). :func:`select_subgraphs` then keeps,
-    hop by hop from the seeds, the edges with :math:`w \ge` ``threshold``, so the kept subgraph is
-    connected to the seeds by construction.
+    question is about; the edge relevance forgets the hop (the reasoner orders them).
+    :func:`select_subgraphs` then keeps, hop by hop from the seeds, the edges with
+    :math:`w \ge` ``threshold``, so the kept subgraph is connected to the seeds by construction.
 
     Args:
         config: :class:`RouterConfig` (384-d text, 128 hidden, 3 hops, threshold 0.5, budget 500).

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from factloom.platform.deps import QueryKey, ResourcesDep
 from factloom.platform.query import service
+from factloom.platform.query.engine import get_engine
 from factloom.platform.query.schemas import QueryIn, QueryOut
 
 __all__ = ["router"]
@@ -17,8 +18,13 @@ router = APIRouter(prefix="/v1", tags=["query"])
 def post_query(body: QueryIn, _: QueryKey, resources: ResourcesDep) -> QueryOut:
     """Answer a question with ranked entities and the fact paths that support each."""
     settings = resources.settings
+    engine = None
+    if (body.reasoner or settings.query_reasoner) != "baseline":
+        engine = get_engine(settings, resources.db, resources.embedder)
     return service.answer(
         store=resources.store, embedder=resources.embedder, kb=body.kb, question=body.question,
         top_k=body.top_k, max_hops=body.max_hops, as_of=body.as_of,
         hops_limit=settings.query_max_hops, max_edges=settings.query_max_edges,
+        engine=engine, reasoner=body.reasoner, default_reasoner=settings.query_reasoner,
+        include_subgraph=body.include_subgraph,
     )

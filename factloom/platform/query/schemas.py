@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from factloom.config import DEFAULT_KB
 from factloom.platform.ingest.schemas import KbName
 
-__all__ = ["QueryIn", "QueryOut", "AnswerOut", "PathStepOut", "SeedOut", "Timings", "ModelVersions"]
+__all__ = ["QueryIn", "QueryOut", "AnswerOut", "PathStepOut", "SeedOut", "Timings", "ModelVersions",
+           "SubgraphOut"]
 
 
 
@@ -27,6 +28,10 @@ class QueryIn(BaseModel):
     as_of: datetime | None = Field(
         default=None, description="answer from the facts valid at this moment (null: now; no zone: UTC)"
     )
+    reasoner: Literal["learned", "baseline"] | None = Field(
+        default=None, description="null: the learned models when some are registered for the kb, else the baseline"
+    )
+    include_subgraph: bool = Field(default=False, description="list the entities of the subgraphs read")
 
 
 class PathStepOut(BaseModel):
@@ -54,13 +59,22 @@ class SeedOut(BaseModel):
 class Timings(BaseModel):
     link: float
     retrieve: float
-    reason: float
+    reason: float = Field(description="router and reasoner together")
     total: float
 
 
 class ModelVersions(BaseModel):
     embedder: str
     reasoner: str
+    router: str | None = None
+    precision: dict[str, str] = Field(default_factory=dict, description="dtype chosen per operation")
+
+
+class SubgraphOut(BaseModel):
+    candidate_edges: int = Field(description="facts of the k-hop candidate subgraph from Neo4j")
+    routed_edges: int = Field(description="facts the router kept for the reasoner (= candidate without one)")
+    candidate_entities: list[str] | None = None
+    routed_entities: list[str] | None = None
 
 
 class QueryOut(BaseModel):
@@ -69,4 +83,5 @@ class QueryOut(BaseModel):
     timings_ms: Timings
     model_versions: ModelVersions
     truncated: bool = Field(default=False, description="the candidate subgraph hit its size budget")
+    subgraph: SubgraphOut | None = None
     note: str | None = Field(default=None, description="why there is no answer, when there is none")

@@ -1,7 +1,8 @@
-"""Answering a question: link → retrieve the candidate subgraph → reason.
+"""Answering a question: link → retrieve the candidate subgraph → route → reason.
 
 Blocking throughout (Neo4j driver, the model): the route is a plain ``def``, so FastAPI runs it in
-its threadpool and the event loop stays free.
+its threadpool and the event loop stays free. The learned models run on the engine's batcher
+thread, so concurrent questions share one model call.
 """
 
 from __future__ import annotations
@@ -11,17 +12,21 @@ from datetime import datetime
 
 from factloom.graph import InvalidGraphInput, Neo4jStore
 from factloom.graph.errors import GraphUnavailable
-from factloom.graph.linking import bracketed_mentions, link_entities
+from factloom.graph.linking import bracketed_mentions, link_entities, strip_mentions
 from factloom.graph.retrieval import k_hop_subgraph
+from factloom.graph.types import Subgraph
 from factloom.model.embedder import Embedder
-from factloom.model.pathrank import PathRankReasoner
-from factloom.platform.errors import BadRequest, Unavailable
+from factloom.model.features import make_sample
+from factloom.model.pathrank import Answer, PathRankReasoner
+from factloom.platform.errors import BadRequest, Conflict, Unavailable
+from factloom.platform.query.engine import QueryEngine
 from factloom.platform.query.schemas import (
     AnswerOut,
     ModelVersions,
     PathStepOut,
     QueryOut,
     SeedOut,
+    SubgraphOut,
     Timings,
 )
 
@@ -33,14 +38,28 @@ SEED_LIMIT = 3
 def answer(
     *, store: Neo4jStore, embedder: Embedder, kb: str, question: str, top_k: int,
     max_hops: int | None, as_of: datetime | None, hops_limit: int, max_edges: int,
+    engine: QueryEngine | None = None, reasoner: str | None = None, default_reasoner: str = "auto",
+    include_subgraph: bool = False,
 ) -> QueryOut:
     """Answer ``question`` over ``kb``; no linked entity is a normal, empty answer with a note.
 
-    ``max_hops`` is the asker's bound, capped by the server's ``hops_limit``.
+    ``max_hops`` is the asker's bound, capped by the server's ``hops_limit``. ``reasoner``
+    (``learned`` | ``baseline`` | ``None``: ``default_reasoner``, where ``auto`` means learned when
+    the registry holds a reasoner for ``kb``) picks the model.
     """
     hops = min(max_hops or hops_limit, hops_limit)
-    reasoner = PathRankReasoner(embedder.encode)
-    versions = ModelVersions(embedder=embedder.version, reasoner=reasoner.version)
+    choice = reasoner or default_reasoner
+    loaded = engine.learned(kb) if engine is not None and choice in ("learned", "auto") else None
+    if choice == "learned" and loaded is None:
+        raise Conflict(f"no learned reasoner is registered for kb {kb!r}; train one with "
+                       f"'factloom train reasoner' or ask with reasoner=baseline")
+    baseline = PathRankReasoner(embedder.encode) if loaded is None else None
+    versions = ModelVersions(
+        embedder=embedder.version,
+        reasoner=loaded.reasoner_version if loaded else PathRankReasoner.version,
+        router=loaded.router_version if loaded else None,
+        precision=dict(loaded.pipeline.policy.chosen) if loaded else {},
+    )
     t0 = time.perf_counter()
     try:
         # with bracketed names the vector step never runs, so skip the embedding
@@ -60,8 +79,23 @@ def answer(
         raise BadRequest(str(exc)) from exc
     except GraphUnavailable as exc:
         raise Unavailable(str(exc)) from exc
-    answers = reasoner.answer(question, graph, top_k=top_k, max_hops=hops)
+    routed: Subgraph = graph
+    answers: list[Answer]
+    if loaded is not None and engine is not None:
+        qvec = embedder.encode([strip_mentions(question, [s.name for s in seeds]) or question])[0]
+        result = engine.run(loaded, make_sample(question, qvec, graph), top_k=top_k, max_hops=hops)
+        answers, routed = result.answers, result.routed
+        versions.precision = dict(loaded.pipeline.policy.chosen)
+    else:
+        assert baseline is not None
+        answers = baseline.answer(question, graph, top_k=top_k, max_hops=hops)
     t3 = time.perf_counter()
+    subgraph = SubgraphOut(candidate_edges=len(graph.edges), routed_edges=len(routed.edges))
+    if include_subgraph:
+        subgraph.candidate_entities = sorted({graph.names.get(n, n) for e in graph.edges
+                                              for n in (e.source_id, e.target_id)})
+        subgraph.routed_entities = sorted({graph.names.get(n, n) for e in routed.edges
+                                           for n in (e.source_id, e.target_id)})
     return QueryOut(
         answers=[
             AnswerOut(
@@ -76,6 +110,7 @@ def answer(
         timings_ms=_timings(t0, t1, t2, t3),
         model_versions=versions,
         truncated=graph.truncated,
+        subgraph=subgraph,
         note=None if answers else f"no current facts lead from the linked entities within {hops} hops",
     )
 

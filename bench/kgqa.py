@@ -1,0 +1,288 @@
+"""Multi-hop KGQA through the real query service: hits@1 per question set, reachable share, router
+recall / edges against k-hop expansion, latency at 1 and N clients, bf16 vs fp32 (BENCHMARKS.md §2–3).
+
+Loads each set's KB into its own kb through the platform (once; reused when it already holds facts),
+trains and registers a router and a reasoner when none is registered for that kb, then asks every
+(sampled) question of the split over HTTP. PathQuestion's topic entity (the first element of the
+answer path) is marked in [brackets], the MetaQA convention, so linking is exact.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from _common import DEFAULT_DATA, REPO, client, percentile, write_result
+
+from factloom.config import get_settings
+from factloom.graph import Neo4jStore
+from factloom.ledger import Database
+from factloom.model.embedder import Embedder
+from factloom.model.train._common import (
+    METAQA_SETS,
+    PATHQUESTION_SETS,
+    PQ_KB_FILES,
+    QA,
+    Job,
+    kb_for,
+    load_questions,
+    prepare,
+    train_kb,
+)
+from factloom.platform.bulk import ingest_facts
+
+
+def kb_rows(dataset: str, data_dir: Path, name: str) -> list[dict[str, str]]:
+    if dataset == "metaqa":
+        lines, sep = (data_dir / "kb.txt").read_text(encoding="utf-8").splitlines(), "|"
+    else:
+        lines, sep = (data_dir / PQ_KB_FILES[name]).read_text(encoding="utf-8").splitlines(), "\t"
+    rows = []
+    for line in lines:
+        parts = [p.strip() for p in line.split(sep)]
+        if len(parts) == 3 and all(parts):
+            rows.append({"subject": parts[0], "predicate": parts[1], "object": parts[2], "source": "bench-kgqa"})
+    return rows
+
+
+def has_models(db: Database, kb: str) -> bool:
+    from sqlalchemy import select
+
+    from factloom.ledger.tables import ModelVersion
+
+    with db.session() as s:
+        rows = s.scalars(select(ModelVersion).where(ModelVersion.kind == "reasoner",
+                                                    ModelVersion.status == "active")).all()
+        return any((r.metrics or {}).get("kb") == kb for r in rows)
+
+
+def ask_all(api: Any, qas: list[QA], kb: str, reasoner: str, clients: int, subgraph: bool) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    latencies: list[float] = []
+    lock = threading.Lock()
+
+    def one(qa: QA) -> None:
+        t0 = time.perf_counter()
+        body = api.query(qa.question, kb=kb, top_k=1, reasoner=reasoner, include_subgraph=subgraph)
+        ms = (time.perf_counter() - t0) * 1000
+        with lock:
+            latencies.append(ms)
+            rows.append({"qa": qa, "body": body})
+
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        list(pool.map(one, qas))
+    return {"rows": rows, "latencies": latencies}
+
+
+def score(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(rows)
+    hits = reach = rrec = krec = 0.0
+    redges = kedges = 0
+    for r in rows:
+        qa, body = r["qa"], r["body"]
+        answers = {a.casefold() for a in qa.answers}
+        top = body["answers"][0]["name"].casefold() if body["answers"] else None
+        hits += top in answers
+        sub = body.get("subgraph") or {}
+        cand = {x.casefold() for x in sub.get("candidate_entities") or []}
+        routed = {x.casefold() for x in sub.get("routed_entities") or []}
+        reach += bool(answers & cand)
+        krec += len(answers & cand) / len(answers)
+        rrec += len(answers & routed) / len(answers)
+        redges += sub.get("routed_edges", 0)
+        kedges += sub.get("candidate_edges", 0)
+    return {"questions": n, "hits_at_1": round(hits / n, 4), "reachable": round(reach / n, 4),
+            "router_recall": round(rrec / n, 4), "khop_recall": round(krec / n, 4),
+            "router_edges": round(redges / n, 1), "khop_edges": round(kedges / n, 1)}
+
+
+def curves(store: Neo4jStore, embedder: Embedder, db: Database, kb: str, qas: list[QA]) -> dict[str, Any]:
+    """In-process on the same store: router recall/edges at several thresholds, k-hop at 1..3 hops,
+    and bf16 against fp32 (answer agreement, time, parameter memory)."""
+    from factloom.model.pipeline import LearnedPipeline
+    from factloom.model.precision import PrecisionPolicy
+    from factloom.model.router import select_subgraphs
+    from factloom.model.features import collate
+    from factloom.platform.query.engine import QueryEngine
+
+    settings = get_settings()
+    engine = QueryEngine(settings, db, embedder)
+    loaded = engine.learned(kb)
+    if loaded is None:
+        return {}
+    samples = [s for s in prepare(store, embedder, kb, qas, show=False) if s.seeds]
+    ids = store.resolve(kb, sorted({a for qa in qas for a in qa.answers}))
+    gold = [set(s.answers) for s in samples]
+    out: dict[str, Any] = {"router": [], "khop": []}
+    router = loaded.pipeline.router
+    c = collate(samples, engine.features)
+    if router is not None:
+        r = router(c)
+        for th in (0.5, 0.3, 0.2, 0.1, 0.05, 0.02, 0.01):
+            graphs = select_subgraphs(c, r, threshold=th, budget=router.config.budget, max_hops=3)
+            rec, edges = [], []
+            for s, g, ans in zip(samples, graphs, gold, strict=True):
+                nodes = {n for e in g.edges for n in (e.source_id, e.target_id)}
+                rec.append(len({s.nodes[a] for a in ans} & nodes) / max(1, len(ans)) if ans else 0.0)
+                edges.append(len(g.edges))
+            out["router"].append({"threshold": th, "recall": sum(rec) / len(rec), "edges": sum(edges) / len(edges)})
+    for hops in (1, 2, 3):
+        rec, edges = [], []
+        for s, ans in zip(samples, gold, strict=True):
+            reached, kept = {s.nodes[i] for i in s.seeds}, 0
+            frontier = set(reached)
+            for _ in range(hops):
+                nxt = set()
+                for e in s.edges:
+                    if e.source_id in frontier or e.target_id in frontier:
+                        nxt |= {e.source_id, e.target_id}
+                frontier = nxt - reached
+                reached |= nxt
+            kept = sum(1 for e in s.edges if e.source_id in reached and e.target_id in reached)
+            rec.append(len({s.nodes[a] for a in ans} & reached) / max(1, len(ans)) if ans else 0.0)
+            edges.append(kept)
+        out["khop"].append({"hops": hops, "recall": sum(rec) / len(rec), "edges": sum(edges) / len(edges)})
+    # precision: the same models in fp32 and bf16 on the same samples
+    runs = {}
+    for mode in ("fp32", "bf16"):
+        p = LearnedPipeline(loaded.pipeline.router, loaded.pipeline.reasoner, engine.features,
+                            PrecisionPolicy(mode=mode))
+        t0 = time.perf_counter()
+        res = [x for i in range(0, len(samples), 16) for x in p.run(samples[i:i + 16], top_k=1, max_hops=3)]
+        runs[mode] = ([x.answers[0].entity_id if x.answers else None for x in res], time.perf_counter() - t0)
+    params = sum(p.numel() for m in (loaded.pipeline.router, loaded.pipeline.reasoner) if m for p in m.parameters())
+    out["precision"] = {
+        "agreement_bf16_fp32": round(sum(a == b for a, b in zip(runs["fp32"][0], runs["bf16"][0], strict=True))
+                                     / max(1, len(samples)), 4),
+        "ms_per_question_fp32": round(1000 * runs["fp32"][1] / max(1, len(samples)), 3),
+        "ms_per_question_bf16": round(1000 * runs["bf16"][1] / max(1, len(samples)), 3),
+        "parameter_bytes_fp32": params * 4, "parameter_bytes_bf16": params * 2,
+        "served_choice": dict(loaded.pipeline.policy.chosen), "checks": loaded.pipeline.policy.checks,
+    }
+    del ids
+    return out
+
+
+def plot(curve_sets: dict[str, Any], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, cur in curve_sets.items():
+        if not cur:
+            continue
+        line = ax.plot([p["edges"] for p in cur["router"]], [p["recall"] for p in cur["router"]], "o-",
+                       label=f"{name} router")[0]
+        ax.plot([p["edges"] for p in cur["khop"]], [p["recall"] for p in cur["khop"]], "s--",
+                color=line.get_color(), label=f"{name} k-hop (1..3)")
+    ax.set_xscale("log")
+    ax.set_xlabel("edges handed to the reasoner (mean per question)")
+    ax.set_ylabel("answer recall")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    print(f"wrote {png}")
+
+
+def main() -> None:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="factloom bench kgqa", description=__doc__)
+    p.add_argument("--dataset", choices=["pathquestion", "metaqa"], default="pathquestion")
+    p.add_argument("--data-dir", type=Path)
+    p.add_argument("--split", choices=["dev", "test"], default="dev")
+    p.add_argument("--sample", type=int, help="seeded random sample of each question set")
+    p.add_argument("--train-sample", type=int, help="at most this many training questions per set")
+    p.add_argument("--reasoner", choices=["learned", "baseline"], default="learned")
+    p.add_argument("--sets", help="comma-separated subset of the question sets")
+    p.add_argument("--clients", type=int, default=8)
+    p.add_argument("--latency-questions", type=int, default=200)
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--retrain", action="store_true", help="train even when a version is registered")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args()
+    started = time.perf_counter()
+    settings = get_settings()
+    data_dir = args.data_dir or DEFAULT_DATA / args.dataset
+    out = args.out or REPO / "bench" / "results" / f"kgqa-{args.dataset}.json"
+    sets = args.sets.split(",") if args.sets else list(PATHQUESTION_SETS if args.dataset == "pathquestion"
+                                                         else METAQA_SETS)
+    store = Neo4jStore(settings.neo4j_uri, settings.neo4j_auth())
+    db = Database(settings.sql_url)
+    embedder = Embedder(settings.embedder_path or None, device=settings.device)
+    metrics: dict[str, Any] = {"sets": {}, "kbs": {}}
+    curve_sets: dict[str, Any] = {}
+    rng = random.Random(args.seed)
+    with client(settings) as api:
+        for name in sets:
+            kb = kb_for(args.dataset, name)
+            if kb not in metrics["kbs"]:
+                entities, facts = store.count(kb)
+                if not facts:
+                    rows = kb_rows(args.dataset, data_dir, name)
+                    t0 = time.perf_counter()
+                    result = ingest_facts(api, rows, kb=kb, total=len(rows), timeout=7200)
+                    print(f"loaded {kb}: {result.counts} in {time.perf_counter() - t0:.0f} s")
+                    entities, facts = store.count(kb)
+                metrics["kbs"][kb] = {"entities": entities, "facts": facts}
+            if args.reasoner == "learned" and (args.retrain or not has_models(db, kb)):
+                group = [n for n in sets if kb_for(args.dataset, n) == kb]
+                job = Job(kb, group)
+                for n in group:
+                    train = load_questions(args.dataset, data_dir, n, "train", seed=args.seed)
+                    if args.train_sample:
+                        train = random.Random(args.seed).sample(train, min(args.train_sample, len(train)))
+                    job.train += train
+                    job.dev += load_questions(args.dataset, data_dir, n, "dev", seed=args.seed)[:200]
+                t0 = time.perf_counter()
+                train_kb(["router", "reasoner"], store=store, embedder=embedder, db=db, home=settings.home,
+                         job=job, epochs=args.epochs, seed=args.seed)
+                metrics["kbs"][kb]["train_seconds"] = round(time.perf_counter() - t0, 1)
+                time.sleep(6)  # the API's registry lookup refreshes every 5 s
+                args.retrain = False
+            qas = load_questions(args.dataset, data_dir, name, args.split, seed=args.seed)
+            if args.sample:
+                qas = rng.sample(qas, min(args.sample, len(qas)))
+            api.query(qas[0].question, kb=kb, top_k=1, reasoner=args.reasoner)  # warm
+            single = ask_all(api, qas, kb, args.reasoner, 1, True)
+            m = score(single["rows"])
+            m["latency_ms_p50_1client"] = round(percentile(single["latencies"], 0.5), 1)
+            m["latency_ms_p95_1client"] = round(percentile(single["latencies"], 0.95), 1)
+            load = qas[: args.latency_questions]
+            multi = ask_all(api, load, kb, args.reasoner, args.clients, False)
+            m["latency_ms_p50"] = round(percentile(multi["latencies"], 0.5), 1)
+            m["latency_ms_p95"] = round(percentile(multi["latencies"], 0.95), 1)
+            m["latency_clients"] = args.clients
+            m["model_versions"] = single["rows"][0]["body"]["model_versions"]
+            if args.reasoner == "learned":
+                curve_sets[name] = curves(store, embedder, db, kb, qas[:200])
+                m["curves"] = curve_sets[name]
+            metrics["sets"][name] = m
+            print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in m.items()
+                                          if k not in ("curves", "model_versions")))
+    store.close()
+    print(f"{'set':<8}{'hits@1':>8}{'reach':>8}{'r.rec':>8}{'r.edges':>9}{'k.rec':>8}{'k.edges':>9}"
+          f"{'p50':>7}{'p95':>7}")
+    for name, m in metrics["sets"].items():
+        print(f"{name:<8}{m['hits_at_1']:>8}{m['reachable']:>8}{m['router_recall']:>8}{m['router_edges']:>9}"
+              f"{m['khop_recall']:>8}{m['khop_edges']:>9}{m['latency_ms_p50']:>7}{m['latency_ms_p95']:>7}")
+    write_result(out, benchmark="kgqa", dataset=args.dataset, split=args.split,
+                 settings={"sample": args.sample, "train_sample": args.train_sample, "reasoner": args.reasoner,
+                           "clients": args.clients, "epochs": args.epochs, "seed": args.seed, "sets": sets,
+                           "topic_entity": "marked in [brackets] (MetaQA convention; PathQuestion path head)",
+                           "query_max_edges": settings.query_max_edges, "device": settings.device},
+                 metrics=metrics, started=started)
+    if curve_sets and any(curve_sets.values()):
+        plot(curve_sets, out.with_suffix(".png"))
+
+
+if __name__ == "__main__":
+    main()

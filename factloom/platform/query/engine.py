@@ -1,0 +1,136 @@
+"""The learned query path of one API process: the active router / reasoner per kb, loaded from the
+model registry by version, and one dynamic batcher that every request thread shares."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from factloom.config import Settings
+from factloom.ledger import Database
+from factloom.ledger.tables import ModelVersion
+from factloom.model.batching import DynamicBatcher
+from factloom.model.embedder import Embedder, resolve_device
+from factloom.model.features import RelationFeatures, Sample
+from factloom.model.pipeline import LearnedPipeline, Result, load_model
+from factloom.model.precision import PrecisionPolicy
+from factloom.model.reasoner import PathReasoner
+from factloom.model.router import RelationRouter
+
+__all__ = ["QueryEngine", "get_engine", "Loaded"]
+
+log = logging.getLogger(__name__)
+# how long a registry lookup is trusted: a promoted version serves within this many seconds
+_REGISTRY_TTL_S = 5.0
+
+
+@dataclass
+class Loaded:
+    router_version: str | None
+    reasoner_version: str
+    pipeline: LearnedPipeline
+
+
+@dataclass
+class _Job:
+    loaded: Loaded
+    sample: Sample
+    top_k: int
+    max_hops: int
+
+
+class QueryEngine:
+    def __init__(self, settings: Settings, db: Database, embedder: Embedder) -> None:
+        self.settings = settings
+        self.db = db
+        self.device = resolve_device(settings.device)
+        self.features = RelationFeatures(embedder.encode)
+        self._lock = threading.Lock()
+        self._looked_up: dict[str, tuple[float, Loaded | None]] = {}
+        self._loaded: dict[tuple[str | None, str], Loaded] = {}
+        self.batcher: DynamicBatcher[_Job, Result] = DynamicBatcher(
+            self._run_batch, max_batch=settings.query_batch_max, window_ms=settings.query_batch_window_ms,
+            name="query-batcher",
+        )
+
+    def learned(self, kb: str) -> Loaded | None:
+        """The active learned models for ``kb``, or ``None`` when no reasoner was trained for it."""
+        now = time.monotonic()
+        with self._lock:
+            hit = self._looked_up.get(kb)
+            if hit and now - hit[0] < _REGISTRY_TTL_S:
+                return hit[1]
+            versions = self._active(kb)
+            loaded = None
+            if versions["reasoner"] is not None:
+                key = (versions["router"][0] if versions["router"] else None, versions["reasoner"][0])
+                loaded = self._loaded.get(key)
+                if loaded is None:
+                    loaded = self._load(versions)
+                    self._loaded[key] = loaded
+            self._looked_up[kb] = (now, loaded)
+            return loaded
+
+    def _active(self, kb: str) -> dict[str, tuple[str, str] | None]:
+        out: dict[str, tuple[str, str] | None] = {"router": None, "reasoner": None}
+        with self.db.session() as session:
+            rows = session.scalars(
+                select(ModelVersion).where(ModelVersion.kind.in_(["router", "reasoner"]),
+                                           ModelVersion.status == "active")
+                .order_by(ModelVersion.created_at.desc())
+            ).all()
+            for row in rows:
+                if (row.metrics or {}).get("kb") == kb and out.get(row.kind) is None:
+                    out[row.kind] = (row.id, row.artefact)
+        return out
+
+    def _load(self, versions: dict[str, tuple[str, str] | None]) -> Loaded:
+        from pathlib import Path
+
+        reasoner_v = versions["reasoner"]
+        assert reasoner_v is not None
+        reasoner = load_model(Path(reasoner_v[1]))
+        router = load_model(Path(versions["router"][1])) if versions["router"] else None
+        if not isinstance(reasoner, PathReasoner) or (router is not None and not isinstance(router, RelationRouter)):
+            raise ValueError("the registry's artefacts are not a router and a reasoner")
+        policy = PrecisionPolicy(device=self.device, mode=self.settings.query_precision)
+        log.info("loaded reasoner %s, router %s", reasoner_v[0], versions["router"])
+        return Loaded(router_version=versions["router"][0] if versions["router"] else None,
+                      reasoner_version=reasoner_v[0],
+                      pipeline=LearnedPipeline(router, reasoner, self.features, policy, device=self.device))
+
+    def run(self, loaded: Loaded, sample: Sample, *, top_k: int, max_hops: int) -> Result:
+        return self.batcher.submit(_Job(loaded, sample, top_k, max_hops))
+
+    def _run_batch(self, jobs: Sequence[_Job]) -> list[Result]:
+        results: dict[int, Result] = {}
+        groups: dict[tuple[int, int], list[int]] = {}
+        for i, job in enumerate(jobs):
+            groups.setdefault((id(job.loaded), job.max_hops), []).append(i)
+        for (_, hops), members in groups.items():
+            pipeline = jobs[members[0]].loaded.pipeline
+            top_k = max(jobs[i].top_k for i in members)
+            out = pipeline.run([jobs[i].sample for i in members], top_k=top_k, max_hops=hops)
+            for i, result in zip(members, out, strict=True):
+                result.answers = result.answers[: jobs[i].top_k]
+                results[i] = result
+        return [results[i] for i in range(len(jobs))]
+
+
+_engines: dict[int, QueryEngine] = {}
+_engines_lock = threading.Lock()
+
+
+def get_engine(settings: Settings, db: Database, embedder: Embedder) -> QueryEngine:
+    """One engine per process and ledger (tests open several platforms in one process)."""
+    key = id(db)
+    with _engines_lock:
+        engine = _engines.get(key)
+        if engine is None:
+            engine = _engines[key] = QueryEngine(settings, db, embedder)
+        return engine

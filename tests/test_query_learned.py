@@ -1,0 +1,124 @@
+"""The learned router and reasoner through the real query API: trained on facts committed to the
+real Neo4j, registered in the ledger, loaded by version, batched under concurrency."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from factloom.config import Settings
+from factloom.graph import Neo4jStore
+from factloom.ledger import Database
+from factloom.model.batching import DynamicBatcher
+from factloom.model.embedder import Embedder
+from factloom.model.train._common import QA, Job, train_kb
+from tests.test_platform import facts, submission_ids, wait_batch, wait_status
+from tests.test_reasoner import FACTS
+
+pytestmark = pytest.mark.integration
+
+KB = "learned-family"
+QUESTIONS = [
+    ("where was the spouse of [{}] born", {"anna": "york", "fay": "wells"}),
+    ("what is the birthplace of [{}] 's husband 's father", {"anna": "dover", "fay": "ely"}),
+    ("where was the child of [{}] born", {"anna": "hull", "fay": "ripon"}),
+]
+
+
+def ask(api: httpx.Client, question: str, **extra: Any) -> dict[str, Any]:
+    response = api.post("/v1/query", json={"question": question, "kb": KB, "top_k": 3, **extra})
+    assert response.status_code == 200, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def trained(api: httpx.Client, store: Neo4jStore, db: Database, settings: Settings) -> dict[str, str]:
+    wait_batch(api, api.post("/v1/facts", json={"kb": KB, "facts": facts(FACTS, "family")}).json()["batch_id"])
+    # before training: the service answers with the baseline
+    body = ask(api, "where was the spouse of [anna] born")
+    assert body["model_versions"]["reasoner"].startswith("pathrank")
+    assert api.post("/v1/query", json={"question": "who is [anna]", "kb": KB, "reasoner": "learned"}
+                    ).status_code == 409
+    qas = [QA(q.format(s), [a], "family") for q, by in QUESTIONS for s, a in by.items()]
+    job = Job(KB, ["family"], train=qas * 4, dev=qas)
+    versions = train_kb(["router", "reasoner"], store=store, embedder=Embedder(None, device="cpu"), db=db,
+                        home=settings.home, job=job, epochs=40, show=False)
+    import time
+
+    time.sleep(5.5)  # the API refreshes its registry lookup every 5 s
+    return versions
+
+
+def test_learned_answers_with_paths_whose_facts_exist(api: httpx.Client, store: Neo4jStore,
+                                                     trained: dict[str, str]) -> None:
+    for question, by in QUESTIONS:
+        for seed, answer in by.items():
+            body = ask(api, question.format(seed), reasoner="learned")
+            assert body["model_versions"]["reasoner"] == trained["reasoner"]
+            assert body["model_versions"]["router"] == trained["router"]
+            top = body["answers"][0]
+            assert top["name"] == answer, (question, seed, body["answers"])
+            path = top["paths"][0]
+            assert path[0]["subject"] == seed and path[-1]["object"] == answer
+            ids = [s["fact_id"] for s in path]
+            assert {f.fact_id for f in store.facts_by_id(KB, ids)} == set(ids)
+            assert body["subgraph"]["routed_edges"] <= body["subgraph"]["candidate_edges"]
+    # the default (no reasoner named) is now the learned one; the baseline stays available
+    assert ask(api, "where was the child of [anna] born")["model_versions"]["reasoner"] == trained["reasoner"]
+    base = ask(api, "where was the child of [anna] born", reasoner="baseline")
+    assert base["model_versions"]["reasoner"].startswith("pathrank")
+
+
+def test_rejected_and_pending_facts_never_in_a_learned_path(api: httpx.Client, db: Database,
+                                                           trained: dict[str, str]) -> None:
+    from factloom.platform.ingest import service as ingest
+    from factloom.platform.ingest.schemas import FactIn
+
+    bad = api.post("/v1/facts", json={"kb": KB, "facts": [
+        {"subject": "bob", "predicate": "place_of_birth", "object": "paris"},  # functional: contradiction
+    ]}).json()
+    (contradiction,) = submission_ids(db, bad["batch_id"])
+    wait_status(api, contradiction, "needs_review")
+    api.post(f"/v1/review/{contradiction}", json={"decision": "reject", "reason": "test"})
+    wait_status(api, contradiction, "rejected")
+    ingest.submit(db=db, kb=KB, facts=[FactIn(subject="anna", predicate="spouse", object="zed")],
+                  max_facts=10, api_key_id=None)  # pending: in the ledger, never checked
+    for question in ("where was the spouse of [anna] born", "what is the birthplace of [anna] 's husband 's father"):
+        body = ask(api, question, reasoner="learned", include_subgraph=True)
+        names = {s[k] for a in body["answers"] for p in a["paths"] for s in p for k in ("subject", "object")}
+        assert not names & {"paris", "zed"}
+        assert not {"paris", "zed"} & set(body["subgraph"]["candidate_entities"])
+
+
+def test_concurrent_callers_each_get_their_own_answer(api: httpx.Client, trained: dict[str, str]) -> None:
+    asks = [(q.format(s), a) for q, by in QUESTIONS for s, a in by.items()] * 4
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        got = list(pool.map(lambda qa: ask(api, qa[0], reasoner="learned")["answers"][0]["name"], asks))
+    assert got == [a for _, a in asks]
+
+
+def test_dynamic_batcher_groups_and_routes_results() -> None:
+    sizes: list[int] = []
+    lock = threading.Lock()
+
+    def double(items: Any) -> list[int]:
+        with lock:
+            sizes.append(len(items))
+        return [2 * x for x in items]
+
+    batcher: DynamicBatcher[int, int] = DynamicBatcher(double, max_batch=8, window_ms=20)
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        out = list(pool.map(batcher.submit, range(64)))
+    assert out == [2 * x for x in range(64)]
+    assert max(sizes) > 1 and max(sizes) <= 8 and sum(sizes) == 64
+
+    def broken(items: Any) -> list[int]:
+        raise RuntimeError("boom")
+
+    failing: DynamicBatcher[int, int] = DynamicBatcher(broken, max_batch=4, window_ms=1)
+    with pytest.raises(RuntimeError, match="boom"):
+        failing.submit(1)
