@@ -71,6 +71,8 @@ class Settings(BaseSettings):
     query_precision: str = "auto"  # auto (bf16/fp16 when its check passes, else fp32) | fp32 | bf16 | fp16
     query_batch_max: int = 16  # most questions one model call serves
     query_batch_window_ms: float = 2.0  # how long the first question waits for others
+    # a local causal LM directory (save_pretrained) that words the answer as a sentence; empty: off
+    query_verbaliser_path: str = ""
 
     demo_kb_path: Path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "metaqa" / "kb.txt"
 

@@ -104,11 +104,16 @@ def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *
     out = []
     names = sorted({a for qa in qas for a in qa.answers})
     ids = store.resolve(kb, names) if names else {}
+    # paraphrases share their topic entity: one subgraph per seed set
+    graphs: dict[tuple[str, ...], Any] = {}
     for qa in tqdm(qas, desc=desc, unit="q", disable=not show):
         seeds = link_entities(store, kb=kb, question=qa.question, vector=None, limit=3)
         if not seeds:
             continue
-        graph = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges)
+        key = tuple(s.entity_id for s in seeds)
+        if key not in graphs:
+            graphs[key] = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges)
+        graph = graphs[key]
         qvec = question_vector(embedder, qa.question, [s.name for s in seeds])
         out.append(make_sample(qa.question, qvec, graph, [ids[a] for a in qa.answers if a in ids]))
     return out

@@ -21,8 +21,9 @@ from factloom.model.pipeline import LearnedPipeline, Result, load_model
 from factloom.model.precision import PrecisionPolicy
 from factloom.model.reasoner import PathReasoner
 from factloom.model.router import RelationRouter
+from factloom.model.verbaliser import Verbaliser
 
-__all__ = ["QueryEngine", "get_engine", "Loaded"]
+__all__ = ["QueryEngine", "get_engine", "get_verbaliser", "Loaded"]
 
 log = logging.getLogger(__name__)
 # how long a registry lookup is trusted: a promoted version serves within this many seconds
@@ -134,3 +135,17 @@ def get_engine(settings: Settings, db: Database, embedder: Embedder) -> QueryEng
         if engine is None:
             engine = _engines[key] = QueryEngine(settings, db, embedder)
         return engine
+
+
+_verbalisers: dict[str, Verbaliser] = {}
+
+
+def get_verbaliser(settings: Settings) -> Verbaliser | None:
+    """The configured verbaliser, loaded once per process; ``None`` when none is configured."""
+    path = settings.query_verbaliser_path
+    if not path:
+        return None
+    with _engines_lock:
+        if path not in _verbalisers:
+            _verbalisers[path] = Verbaliser(path, device=resolve_device(settings.device))
+        return _verbalisers[path]

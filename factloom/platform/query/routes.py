@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from factloom.platform.deps import QueryKey, ResourcesDep
 from factloom.platform.query import service
-from factloom.platform.query.engine import get_engine
+from factloom.platform.query.engine import get_engine, get_verbaliser
 from factloom.platform.query.schemas import QueryIn, QueryOut
 
 __all__ = ["router"]
@@ -26,5 +26,5 @@ def post_query(body: QueryIn, _: QueryKey, resources: ResourcesDep) -> QueryOut:
         top_k=body.top_k, max_hops=body.max_hops, as_of=body.as_of,
         hops_limit=settings.query_max_hops, max_edges=settings.query_max_edges,
         engine=engine, reasoner=body.reasoner, default_reasoner=settings.query_reasoner,
-        include_subgraph=body.include_subgraph,
+        include_subgraph=body.include_subgraph, verbaliser=get_verbaliser(settings),
     )

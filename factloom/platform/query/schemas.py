@@ -84,4 +84,5 @@ class QueryOut(BaseModel):
     model_versions: ModelVersions
     truncated: bool = Field(default=False, description="the candidate subgraph hit its size budget")
     subgraph: SubgraphOut | None = None
+    sentence: str | None = Field(default=None, description="the top answer in words, when a verbaliser is configured")
     note: str | None = Field(default=None, description="why there is no answer, when there is none")

@@ -18,6 +18,7 @@ from factloom.graph.types import Subgraph
 from factloom.model.embedder import Embedder
 from factloom.model.features import make_sample
 from factloom.model.pathrank import Answer, PathRankReasoner
+from factloom.model.verbaliser import Verbaliser
 from factloom.platform.errors import BadRequest, Conflict, Unavailable
 from factloom.platform.query.engine import QueryEngine
 from factloom.platform.query.schemas import (
@@ -39,7 +40,7 @@ def answer(
     *, store: Neo4jStore, embedder: Embedder, kb: str, question: str, top_k: int,
     max_hops: int | None, as_of: datetime | None, hops_limit: int, max_edges: int,
     engine: QueryEngine | None = None, reasoner: str | None = None, default_reasoner: str = "auto",
-    include_subgraph: bool = False,
+    include_subgraph: bool = False, verbaliser: Verbaliser | None = None,
 ) -> QueryOut:
     """Answer ``question`` over ``kb``; no linked entity is a normal, empty answer with a note.
 
@@ -111,6 +112,7 @@ def answer(
         model_versions=versions,
         truncated=graph.truncated,
         subgraph=subgraph,
+        sentence=verbaliser.sentence(question, answers[0]) if verbaliser is not None and answers else None,
         note=None if answers else f"no current facts lead from the linked entities within {hops} hops",
     )
 
