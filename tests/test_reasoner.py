@@ -7,7 +7,7 @@ import torch
 
 from factloom.graph.types import Edge, Seed, Subgraph
 from factloom.model.embedder import Embedder
-from factloom.model.features import RelationFeatures, collate, make_sample
+from factloom.model.features import SEGMENTS, RelationFeatures, collate, make_sample, question_features
 from factloom.model.flow import RelationFlowConv
 from factloom.model.pipeline import LearnedPipeline, load_model, save_model
 from factloom.model.precision import PrecisionPolicy
@@ -46,8 +46,8 @@ def embedder() -> Embedder:
 
 @pytest.fixture(scope="module")
 def samples(embedder: Embedder) -> list:  # type: ignore[type-arg]
-    return [make_sample(q.format(f"[{s}]"), embedder.encode([q.format("")])[0], graph(s), [IDS[a]])
-            for q, s, a in QUESTIONS]
+    return [make_sample(q.format(f"[{s}]"), question_features(embedder.encode, q.format(f"[{s}]"), [s]),
+                        graph(s), [IDS[a]]) for q, s, a in QUESTIONS]
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +77,7 @@ def test_layer_shapes(samples: list, embedder: Embedder) -> None:  # type: ignor
     r = RelationRouter()(c)
     assert r.edge.shape == (e,) and r.node.shape == (n,)
     assert "max_hops=3" in repr(PathReasoner())
+    assert samples[2].qvec.shape == ((1 + SEGMENTS) * 384,)
 
 
 def test_learns_two_and_three_hop_with_paths(trained: tuple, samples: list, tmp_path) -> None:  # type: ignore[no-untyped-def,type-arg]

@@ -30,6 +30,7 @@ def load_model(path: Path) -> RelationRouter | PathReasoner:
         raise FileNotFoundError(f"model artefact {path} does not exist")
     blob = torch.load(path, map_location="cpu", weights_only=False)
     model: RelationRouter | PathReasoner
+    blob["config"].setdefault("segments", 0)  # artefacts from before question segments
     if blob["kind"] == "router":
         model = RelationRouter(RouterConfig(**blob["config"]))
     else:
@@ -95,10 +96,11 @@ class LearnedPipeline:
             routed = select_subgraphs(c, out, threshold=cfg.threshold, budget=cfg.budget, max_hops=max_hops)
         else:
             routed = [Subgraph(seeds=[], names=s.names, edges=s.edges) for s in samples]
-        second = []
-        for s, g in zip(samples, routed, strict=True):
-            g.seeds = [x for x in g.seeds] or []
-            second.append(_with_edges(s, g))
+        for i, (s, g) in enumerate(zip(samples, routed, strict=True)):
+            if not g.edges and s.edges:
+                # nothing reached the router's threshold: the reasoner reads the candidates
+                routed[i] = Subgraph(seeds=g.seeds, names=s.names, edges=s.edges, truncated=True)
+        second = [_with_edges(s, g) for s, g in zip(samples, routed, strict=True)]
         c2 = _to(collate(second, self.features), self.device)
         with self.policy.scope("reasoner"):
             out2 = self.reasoner(c2)

@@ -34,6 +34,7 @@ def relation_attention(per_rel: Tensor, eb: Tensor, edge_type: Tensor) -> Tensor
 @dataclass
 class ReasonerConfig:
     text_dim: int = 384  # the sentence model's dimension (MiniLM-L6: 384)
+    segments: int = 0  # possessive segments read beside the question (features.question_features)
     hidden: int = 256  # width of the question/relation matching space
     max_hops: int = 3  # MetaQA and PathQuestion need at most 3
     dropout: float = 0.1
@@ -67,7 +68,8 @@ class PathReasoner(nn.Module):
         config: :class:`ReasonerConfig` (defaults: 384-d text, 256 hidden, 3 hops, dropout 0.1).
 
     Shapes:
-        - **qvec:** ``(B, D)``; **rel_feat:** ``(R, D + 1)``; graph of ``N`` nodes, ``E`` directed edges
+        - **qvec:** ``(B, (1 + S) D)`` (:func:`~factloom.model.features.question_features`);
+          **rel_feat:** ``(R, D + 1)``; graph of ``N`` nodes, ``E`` directed edges
         - **output:** :class:`ReasonerOutput`
     """
 
@@ -75,9 +77,10 @@ class PathReasoner(nn.Module):
         super().__init__()
         self.config = c = config or ReasonerConfig()
         self.rel = nn.Linear(c.text_dim + 1, c.hidden)
-        self.query = nn.Sequential(nn.Linear(c.text_dim, c.hidden), nn.GELU(), nn.Dropout(c.dropout),
+        q_dim = c.text_dim * (1 + c.segments)
+        self.query = nn.Sequential(nn.Linear(q_dim, c.hidden), nn.GELU(), nn.Dropout(c.dropout),
                                    nn.Linear(c.hidden, c.hidden * c.max_hops))
-        self.stop = nn.Sequential(nn.Linear(c.text_dim, c.hidden), nn.GELU(), nn.Linear(c.hidden, c.max_hops))
+        self.stop = nn.Sequential(nn.Linear(q_dim, c.hidden), nn.GELU(), nn.Linear(c.hidden, c.max_hops))
         self.conv = RelationFlowConv()
         self.reset_parameters()
 
@@ -95,7 +98,8 @@ class PathReasoner(nn.Module):
         b = c.batch
         n_graphs = c.qvec.shape[0]
         rel = self.rel(c.rel_feat)  # (R, H)
-        queries = self.query(c.qvec).view(n_graphs, cfg.max_hops, cfg.hidden)  # (B, T, H)
+        qvec = c.qvec[:, : cfg.text_dim * (1 + cfg.segments)]  # (B, (1 + S) D)
+        queries = self.query(qvec).view(n_graphs, cfg.max_hops, cfg.hidden)  # (B, T, H)
         per_rel = torch.einsum("bth,rh->btr", queries, rel)  # (B, T, R)
         eb = edge_batch(c)  # (E,)
         weights = relation_attention(per_rel.float(), eb, b.edge_type)  # (E, T)
@@ -104,7 +108,7 @@ class PathReasoner(nn.Module):
         for t in range(cfg.max_hops):
             x = self.conv(x, b.edge_index, weights[:, t])
             hops.append(x)
-        stop = torch.softmax(self.stop(c.qvec).float(), dim=-1)  # (B, T)
+        stop = torch.softmax(self.stop(qvec).float(), dim=-1)  # (B, T)
         per_node = stop[b.batch]  # (N, T)
         # each hop's scores relative to that hop's best entity, so that a longer chain (a product
         # of more attentions) is not penalised for its length; the hop count is the stop head's job

@@ -19,6 +19,7 @@ __all__ = ["RouterConfig", "RelationRouter", "RouterOutput", "select_subgraphs"]
 @dataclass
 class RouterConfig:
     text_dim: int = 384  # the sentence model's dimension
+    segments: int = 0  # possessive segments read beside the question (0: off)
     hidden: int = 128  # matching space; the router only needs "is this relation asked for"
     max_hops: int = 3
     dropout: float = 0.1
@@ -50,7 +51,7 @@ class RelationRouter(nn.Module):
         config: :class:`RouterConfig` (384-d text, 128 hidden, 3 hops, threshold 0.5, budget 500).
 
     Shapes:
-        - **qvec:** ``(B, D)``; **rel_feat:** ``(R, D + 1)``
+        - **qvec:** ``(B, (1 + S) D)``; **rel_feat:** ``(R, D + 1)``
         - **output:** :class:`RouterOutput` with ``edge (E,)`` and ``node (N,)``
     """
 
@@ -58,7 +59,7 @@ class RelationRouter(nn.Module):
         super().__init__()
         self.config = c = config or RouterConfig()
         self.rel = nn.Linear(c.text_dim + 1, c.hidden)
-        self.query = nn.Sequential(nn.Linear(c.text_dim, c.hidden), nn.GELU(), nn.Dropout(c.dropout),
+        self.query = nn.Sequential(nn.Linear(c.text_dim * (1 + c.segments), c.hidden), nn.GELU(), nn.Dropout(c.dropout),
                                    nn.Linear(c.hidden, c.hidden * c.max_hops))
         self.conv = RelationFlowConv()
         self.reset_parameters()
@@ -77,7 +78,8 @@ class RelationRouter(nn.Module):
         b = c.batch
         rel = self.rel(c.rel_feat)  # (R, H)
         cfg = self.config
-        query = self.query(c.qvec).view(-1, cfg.max_hops, cfg.hidden)  # (B, T, H)
+        qvec = c.qvec[:, : cfg.text_dim * (1 + cfg.segments)]  # (B, (1 + S) D)
+        query = self.query(qvec).view(-1, cfg.max_hops, cfg.hidden)  # (B, T, H)
         per_rel = torch.einsum("bth,rh->btr", query, rel)  # (B, T, R)
         hop_weight = relation_attention(per_rel.float(), edge_batch(c), b.edge_type)  # (E, T)
         x = b.seed.float()

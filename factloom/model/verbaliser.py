@@ -36,7 +36,8 @@ class Verbaliser:
         self.device = device
         self.max_new_tokens = max_new_tokens
         self.tokenizer: Any = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
-        self.model: Any = AutoModelForCausalLM.from_pretrained(str(directory), local_files_only=True).to(device).eval()
+        model: Any = AutoModelForCausalLM.from_pretrained(str(directory), local_files_only=True)
+        self.model: Any = model.to(device).eval()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:

@@ -16,11 +16,11 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from factloom.graph.linking import link_entities, strip_mentions
+from factloom.graph.linking import link_entities
 from factloom.graph.retrieval import k_hop_subgraph
 from factloom.graph.store import Neo4jStore
 from factloom.model.embedder import Embedder
-from factloom.model.features import RelationFeatures, Sample, collate, make_sample
+from factloom.model.features import RelationFeatures, Sample, collate, make_sample, question_features
 from factloom.model.reasoner import PathReasoner, ReasonerConfig, decode_answers
 from factloom.model.router import RelationRouter, RouterConfig
 
@@ -95,7 +95,7 @@ def load_jsonl(path: Path) -> list[QA]:
 
 
 def question_vector(embedder: Embedder, question: str, seed_names: Sequence[str]) -> Any:
-    return embedder.encode([strip_mentions(question, seed_names) or question])[0]
+    return question_features(embedder.encode, question, seed_names)
 
 
 def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *, hops: int = 3,

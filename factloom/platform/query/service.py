@@ -12,11 +12,11 @@ from datetime import datetime
 
 from factloom.graph import InvalidGraphInput, Neo4jStore
 from factloom.graph.errors import GraphUnavailable
-from factloom.graph.linking import bracketed_mentions, link_entities, strip_mentions
+from factloom.graph.linking import bracketed_mentions, link_entities
 from factloom.graph.retrieval import k_hop_subgraph
 from factloom.graph.types import Subgraph
 from factloom.model.embedder import Embedder
-from factloom.model.features import make_sample
+from factloom.model.features import make_sample, question_features
 from factloom.model.pathrank import Answer, PathRankReasoner
 from factloom.model.verbaliser import Verbaliser
 from factloom.platform.errors import BadRequest, Conflict, Unavailable
@@ -83,7 +83,7 @@ def answer(
     routed: Subgraph = graph
     answers: list[Answer]
     if loaded is not None and engine is not None:
-        qvec = embedder.encode([strip_mentions(question, [s.name for s in seeds]) or question])[0]
+        qvec = question_features(embedder.encode, question, [s.name for s in seeds])
         result = engine.run(loaded, make_sample(question, qvec, graph), top_k=top_k, max_hops=hops)
         answers, routed = result.answers, result.routed
         versions.precision = dict(loaded.pipeline.policy.chosen)
