@@ -7,7 +7,11 @@ so each can be tested on hand-made cases and new ones slot in beside the existin
 from __future__ import annotations
 
 from factloom.verify.base import Claim, Verdict, Verifier, VerifierResult
+from factloom.verify.certify import Certificate, certify_accept_threshold
 from factloom.verify.consistency import ConsistencyVerifier
 from factloom.verify.fusion import VerdictRule
 
-__all__ = ["Claim", "ConsistencyVerifier", "Verdict", "VerdictRule", "Verifier", "VerifierResult"]
+__all__ = [
+    "Certificate", "Claim", "ConsistencyVerifier", "Verdict", "VerdictRule", "Verifier", "VerifierResult",
+    "certify_accept_threshold",
+]
