@@ -151,3 +151,16 @@ class ApiKey(Base):
     scopes: Mapped[str] = mapped_column(String(200))  # comma separated, from SCOPES
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[datetime | None]
+
+
+class UserAccount(Base):
+    """A person who signs in to the admin UI; ``password_hash`` is ``scrypt$n$r$p$salt$hash`` (hex)."""
+
+    __tablename__ = "user_account"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    role: Mapped[str] = mapped_column(String(16))  # reviewer | admin
+    password_hash: Mapped[str] = mapped_column(String(300))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    disabled_at: Mapped[datetime | None]

@@ -145,6 +145,21 @@ def cmd_keys(args: argparse.Namespace, settings: Settings) -> None:
     print(f"(key {principal.key_id}, scopes {','.join(sorted(principal.scopes))}; shown once)", file=sys.stderr)
 
 
+def cmd_users(args: argparse.Namespace, settings: Settings) -> None:
+    from factloom.ledger import Database
+    from factloom.platform.admin.users import create_user
+    from factloom.platform.errors import PlatformError
+
+    db = Database(settings.sql_url)
+    try:
+        user_id = create_user(db=db, name=args.name, role=args.role, password=args.password)
+    except PlatformError as exc:
+        sys.exit(f"error: {exc.detail}")
+    finally:
+        db.dispose()
+    print(f"user {args.name} ({args.role}) created: {user_id}")
+
+
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> None:
     from factloom.client import ApiError
     from factloom.platform.bulk import ingest_file
@@ -211,6 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--scopes", required=True, help="comma separated: ingest,query,review,admin")
     create.add_argument("--name", default="cli", help="who the key is for")
     create.set_defaults(func=cmd_keys)
+    users = sub.add_parser("users", help="admin-UI accounts").add_subparsers(dest="users_command", required=True)
+    ucreate = users.add_parser("create", help="create an account that signs in to /admin")
+    ucreate.add_argument("name")
+    ucreate.add_argument("--role", choices=["reviewer", "admin"], required=True)
+    ucreate.add_argument("--password", required=True)
+    ucreate.set_defaults(func=cmd_users)
     ingest = sub.add_parser("ingest", help="submit facts from a JSONL, CSV or TSV file")
     ingest.add_argument("file")
     ingest.add_argument("--kb", default=DEFAULT_KB)

@@ -1,0 +1,1 @@
+"""The admin web UI (``/admin``): accounts, sessions and server-rendered pages."""
