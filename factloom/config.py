@@ -74,6 +74,13 @@ class Settings(BaseSettings):
     # a local causal LM directory (save_pretrained) that words the answer as a sentence; empty: off
     query_verbaliser_path: str = ""
 
+    # admin web UI (/admin): the key that signs session cookies (empty: generated once into
+    # ``home/admin-secret``), how long a sign-in lasts, and whether cookies need HTTPS
+    admin_secret: str = ""
+    admin_session_hours: float = 12.0
+    admin_cookie_secure: bool = False
+    admin_page_size: int = 50  # rows per review-queue page
+
     demo_kb_path: Path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "metaqa" / "kb.txt"
 
     @property
@@ -83,6 +90,17 @@ class Settings(BaseSettings):
     @property
     def base_url(self) -> str:
         return self.api_url or f"http://{self.api_host}:{self.api_port}"
+
+    def admin_key(self) -> bytes:
+        """The key that signs admin session cookies; generated once and kept in ``home``."""
+        if self.admin_secret:
+            return self.admin_secret.encode()
+        path = self.home / "admin-secret"
+        if not path.exists():
+            self.home.mkdir(parents=True, exist_ok=True)
+            path.write_text(secrets.token_urlsafe(32))
+            path.chmod(0o600)
+        return path.read_text().strip().encode()
 
     def neo4j_auth(self) -> tuple[str, str]:
         """The Neo4j credentials; the password is generated once and kept in ``home``."""

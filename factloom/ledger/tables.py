@@ -164,3 +164,8 @@ class UserAccount(Base):
     password_hash: Mapped[str] = mapped_column(String(300))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     disabled_at: Mapped[datetime | None]
+
+
+# the admin review queue pages through one status at a time by age or by probability (keyset order)
+Index("ix_submission_status_created", FactSubmission.status, FactSubmission.created_at, FactSubmission.id)
+Index("ix_submission_status_probability", FactSubmission.status, FactSubmission.probability, FactSubmission.id)

@@ -1,4 +1,4 @@
-"""user_account: people who sign in to the admin UI.
+"""user_account: people who sign in to the admin UI; the review queue's keyset indexes.
 
 Revision ID: 0002_users
 Revises: 0001
@@ -27,7 +27,13 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("name"),
     )
+    with op.batch_alter_table("fact_submission", schema=None) as batch_op:
+        batch_op.create_index("ix_submission_status_created", ["status", "created_at", "id"], unique=False)
+        batch_op.create_index("ix_submission_status_probability", ["status", "probability", "id"], unique=False)
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("fact_submission", schema=None) as batch_op:
+        batch_op.drop_index("ix_submission_status_probability")
+        batch_op.drop_index("ix_submission_status_created")
     op.drop_table("user_account")

@@ -6,16 +6,44 @@ import hashlib
 import hmac
 import secrets
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from sqlalchemy import select
 
-from factloom.ledger import Database
-from factloom.ledger.tables import UserAccount
-from factloom.platform.errors import BadRequest, Conflict
+from factloom.ledger import AuditEvent, Database
+from factloom.ledger.tables import UserAccount, utcnow
+from factloom.platform.errors import BadRequest, Conflict, NotFound
 
-__all__ = ["ROLES", "hash_password", "verify_password", "create_user", "check_login"]
+__all__ = [
+    "ROLES", "User", "hash_password", "verify_password", "create_user", "check_login", "get_user",
+    "list_users", "set_disabled",
+]
 
 ROLES = ("reviewer", "admin")
-N, R, P = 2**14, 8, 1
+N, R, P = 2**14, 8, 1  # scrypt cost: ~16 MiB and some tens of ms per check (RFC 7914 §2)
+NAME_MAX = 200
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    id: str
+    name: str
+    role: str
+    created_at: datetime
+    disabled_at: datetime | None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+    def may(self, role: str) -> bool:
+        """Admins may do whatever reviewers may."""
+        return self.role == "admin" or self.role == role
+
+
+def _user(row: UserAccount) -> User:
+    return User(id=row.id, name=row.name, role=row.role, created_at=row.created_at, disabled_at=row.disabled_at)
 
 
 def hash_password(password: str) -> str:
@@ -36,25 +64,60 @@ def verify_password(password: str, stored: str) -> bool:
     return hmac.compare_digest(got.hex(), digest)
 
 
-def create_user(*, db: Database, name: str, role: str, password: str) -> str:
+# a fixed hash to check against when the name is unknown, so both failures take the same time
+_DUMMY = hash_password(secrets.token_hex(16))
+
+
+def create_user(*, db: Database, name: str, role: str, password: str, actor: str = "cli") -> str:
     """Store a new account and return its id."""
+    name = name.strip()
     if role not in ROLES:
         raise BadRequest(f"unknown role {role!r}; known: {', '.join(ROLES)}")
-    if not name.strip() or len(password) < 8:
-        raise BadRequest("a user needs a name and a password of at least 8 characters")
+    if not name or len(name) > NAME_MAX or any(c.isspace() for c in name):
+        raise BadRequest(f"a user name is 1 to {NAME_MAX} characters without spaces")
+    if len(password) < 8:
+        raise BadRequest("a password needs at least 8 characters")
     with db.session() as session:
         if session.scalar(select(UserAccount).where(UserAccount.name == name)) is not None:
             raise Conflict(f"user {name!r} exists")
         row = UserAccount(name=name, role=role, password_hash=hash_password(password))
         session.add(row)
         session.flush()
+        session.add(AuditEvent(actor=actor, action="user.create", target=f"user:{name}", details={"role": role}))
         return row.id
 
 
-def check_login(*, db: Database, name: str, password: str) -> UserAccount | None:
+def check_login(*, db: Database, name: str, password: str) -> User | None:
     """The account when name and password match an enabled user, else None."""
     with db.session() as session:
-        row = session.scalar(select(UserAccount).where(UserAccount.name == name))
-        if row is None or row.disabled_at is not None or not verify_password(password, row.password_hash):
+        row = session.scalar(select(UserAccount).where(UserAccount.name == name.strip()))
+        if row is None:
+            verify_password(password, _DUMMY)
             return None
-        return row
+        if not verify_password(password, row.password_hash) or row.disabled_at is not None:
+            return None
+        return _user(row)
+
+
+def get_user(*, db: Database, user_id: str) -> User | None:
+    """The enabled account with this id, else None."""
+    with db.session() as session:
+        row = session.get(UserAccount, user_id)
+        return None if row is None or row.disabled_at is not None else _user(row)
+
+
+def list_users(*, db: Database) -> list[User]:
+    with db.session() as session:
+        return [_user(r) for r in session.scalars(select(UserAccount).order_by(UserAccount.name))]
+
+
+def set_disabled(*, db: Database, name: str, disabled: bool, actor: str) -> User:
+    with db.session() as session:
+        row = session.scalar(select(UserAccount).where(UserAccount.name == name))
+        if row is None:
+            raise NotFound(f"no user {name!r}")
+        row.disabled_at = utcnow() if disabled else None
+        session.add(AuditEvent(actor=actor, action="user.disable" if disabled else "user.enable",
+                               target=f"user:{name}", details=None))
+        session.flush()
+        return _user(row)
