@@ -2,6 +2,10 @@
 
 Entities and relations are names; an unseen name makes :meth:`ComplExScorer.score` abstain
 (``None``) rather than crash. Per-relation Platt calibration turns raw scores into probabilities.
+:meth:`ComplExScorer.features` adds, in one batched pass, what a learned fusion uses beside the
+score: the filtered rank of the tail among all tails of ``(h, r, ?)`` and of the head among all heads
+of ``(?, r, t)`` (other known true facts removed), and how often the entities and the
+(relation, entity) pairs occur in the training facts.
 """
 
 from __future__ import annotations
@@ -16,9 +20,13 @@ from tqdm import tqdm
 
 from factloom.verify.calibrate import Calibrator
 
-__all__ = ["ComplExScorer"]
+__all__ = ["ComplExScorer", "FEATURE_NAMES"]
 
 Triple = tuple[str, str, str]
+
+# per-triple numbers that ComplExScorer.features returns, in this order
+FEATURE_NAMES = ("raw", "probability", "log_tail_rank", "log_head_rank", "log_head_degree", "log_tail_degree",
+                 "log_head_rel", "log_rel_tail")
 
 
 class _ComplEx(torch.nn.Module):
@@ -64,6 +72,35 @@ class ComplExScorer:
         self.model = _ComplEx(len(self.entities), len(self.relations), rank)
         self.calibrators: dict[str, Calibrator] = {}
         self.global_calibrator: Calibrator | None = None
+        self.known = np.zeros((0, 3), dtype=np.int64)  # training facts by id, (N, 3)
+        self.hparams: dict[str, Any] = {"rank": rank}
+        self._index()
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(entities={len(self.entities)}, relations={len(self.relations)}, "
+                f"rank={self.rank}, known={len(self.known)})")
+
+    @property
+    def version(self) -> str:
+        return f"{self.version_prefix}-r{self.rank}-e{len(self.entities)}-k{len(self.known)}"
+
+    def _index(self) -> None:
+        """Lookups over the known facts: filtered-rank masks and frequency counts."""
+        n_rel = len(self.relations)
+        k = self.known
+        self._tails: dict[int, np.ndarray] = {}  # key h * 2R + r -> known tails (reciprocal r for heads)
+        keys = np.concatenate([k[:, 0] * 2 * n_rel + k[:, 1], k[:, 2] * 2 * n_rel + k[:, 1] + n_rel])
+        vals = np.concatenate([k[:, 2], k[:, 0]])
+        order = np.argsort(keys, kind="stable")
+        keys, vals = keys[order], vals[order]
+        bounds = np.flatnonzero(np.diff(keys)) + 1
+        for ks, vs in zip(np.split(keys, bounds), np.split(vals, bounds), strict=True):
+            if len(ks):
+                self._tails[int(ks[0])] = vs
+        n_ent = len(self.entities)
+        self._degree = np.bincount(np.concatenate([k[:, 0], k[:, 2]]), minlength=n_ent).astype(np.float64)
+        self._head_rel = np.bincount(k[:, 0] * n_rel + k[:, 1], minlength=n_ent * n_rel).astype(np.float64)
+        self._rel_tail = np.bincount(k[:, 2] * n_rel + k[:, 1], minlength=n_ent * n_rel).astype(np.float64)
 
     @classmethod
     def from_triples(cls, triples: Sequence[Triple], rank: int = 64) -> ComplExScorer:
@@ -83,6 +120,9 @@ class ComplExScorer:
         torch.manual_seed(seed)
         ids, keep = self._ids(triples)
         ids = ids[keep]
+        self.known = ids
+        self.hparams.update(epochs=epochs, batch_size=batch_size, lr=lr, reg=reg, seed=seed)
+        self._index()
         n_rel = len(self.relations)
         both = np.concatenate([ids, np.stack([ids[:, 2], ids[:, 1] + n_rel, ids[:, 0]], 1)])  # (2N, 3)
         data = torch.from_numpy(both)
@@ -121,6 +161,55 @@ class ComplExScorer:
                 out[i : i + batch_size] = ((fwd + rev) / 2).numpy()
         return [float(v) if k else None for v, k in zip(out, keep, strict=True)]
 
+    def _filtered_ranks(self, q: torch.Tensor, r: torch.Tensor, target: torch.Tensor) -> np.ndarray:
+        """1-based rank of ``target`` among all entities for queries ``(q, r, ?)``, other known answers removed."""
+        scores, _ = self.model.all_tails(q, r)  # (B, E)
+        n_rel2 = 2 * len(self.relations)
+        for row, (qi, ri, ti) in enumerate(zip(q.tolist(), r.tolist(), target.tolist(), strict=True)):
+            known = self._tails.get(qi * n_rel2 + ri)
+            if known is not None:
+                scores[row, torch.from_numpy(known[known != ti])] = -torch.inf
+        own = scores.gather(1, target[:, None])  # (B, 1)
+        return (1 + (scores > own).sum(1)).numpy().astype(np.float64)
+
+    def features(self, triples: Sequence[Triple], batch_size: int = 1024) -> list[dict[str, float] | None]:
+        """Per triple the numbers of :data:`FEATURE_NAMES` (one batched pass), ``None`` where a name is unseen."""
+        ids, keep = self._ids(triples)
+        raw = self.raw_scores(triples)
+        probs = self.score(triples, raw)
+        n_rel = len(self.relations)
+        tail_rank = np.ones(len(ids))
+        head_rank = np.ones(len(ids))
+        with torch.no_grad():
+            for i in range(0, len(ids), batch_size):
+                b = torch.from_numpy(ids[i : i + batch_size])
+                tail_rank[i : i + batch_size] = self._filtered_ranks(b[:, 0], b[:, 1], b[:, 2])
+                head_rank[i : i + batch_size] = self._filtered_ranks(b[:, 2], b[:, 1] + n_rel, b[:, 0])
+        h, r, t = ids[:, 0], ids[:, 1], ids[:, 2]
+        cols = {
+            "log_tail_rank": np.log(tail_rank), "log_head_rank": np.log(head_rank),
+            "log_head_degree": np.log1p(self._degree[h]), "log_tail_degree": np.log1p(self._degree[t]),
+            "log_head_rel": np.log1p(self._head_rel[h * n_rel + r]),
+            "log_rel_tail": np.log1p(self._rel_tail[t * n_rel + r]),
+        }
+        out: list[dict[str, float] | None] = []
+        for i, k in enumerate(keep):
+            if not k:
+                out.append(None)
+                continue
+            row = {"raw": float(raw[i] or 0.0), "probability": float(probs[i] or 0.0)}
+            row.update({name: float(col[i]) for name, col in cols.items()})
+            out.append(row)
+        return out
+
+    def unseen(self, triple: Triple) -> str | None:
+        """A readable reason the scorer cannot judge ``triple``, or ``None`` when it can."""
+        s, p, o = triple
+        missing = [f"{what} '{name}'" for what, name, table in (
+            ("subject", s, self.entities), ("relation", p, self.relations), ("object", o, self.entities))
+            if name not in table]
+        return f"unseen by the scorer: {', '.join(missing)}" if missing else None
+
     def calibrate(self, triples: Sequence[Triple], labels: Sequence[int], *, min_per_relation: int = 20) -> None:
         """Per-relation Platt calibration where a relation has enough labelled facts of both kinds."""
         raw = self.raw_scores(triples)
@@ -132,22 +221,25 @@ class ComplExScorer:
             if len(sub) >= min_per_relation and ys == {0, 1}:
                 self.calibrators[rel] = Calibrator().fit([s for s, _ in sub], [y for _, y in sub])
 
-    def score(self, triples: Sequence[Triple]) -> list[float | None]:
+    def score(self, triples: Sequence[Triple], raw: Sequence[float | None] | None = None) -> list[float | None]:
         """Calibrated probability of truth per triple (sigmoid of the raw score before calibration)."""
-        raw = self.raw_scores(triples)
-        out: list[float | None] = []
-        for (_, p, _), s in zip(triples, raw, strict=True):
-            if s is None:
-                out.append(None)
-                continue
-            cal = self.calibrators.get(p, self.global_calibrator)
-            out.append(float(cal.predict([s])[0]) if cal is not None else float(1 / (1 + np.exp(-s))))
-        return out
+        raw = self.raw_scores(triples) if raw is None else raw
+        values = np.array([np.nan if v is None else v for v in raw], dtype=np.float64)
+        out = 1 / (1 + np.exp(-np.nan_to_num(values)))
+        rels = np.array([p for _, p, _ in triples], dtype=object)
+        ok = ~np.isnan(values)
+        for rel in set(rels[ok].tolist()) if len(rels) else ():
+            cal = self.calibrators.get(rel, self.global_calibrator)
+            if cal is not None:
+                mask = ok & (rels == rel)
+                out[mask] = cal.predict(values[mask])
+        return [float(v) if k else None for v, k in zip(out, ok, strict=True)]
 
     def save(self, path: Path) -> None:
         state: dict[str, Any] = {"entities": list(self.entities), "relations": list(self.relations),
                                  "rank": self.rank, "model": self.model.state_dict(),
-                                 "calibrators": self.calibrators, "global_calibrator": self.global_calibrator}
+                                 "calibrators": self.calibrators, "global_calibrator": self.global_calibrator,
+                                 "known": torch.from_numpy(self.known), "hparams": self.hparams}
         torch.save(state, path)
 
     @classmethod
@@ -158,4 +250,7 @@ class ComplExScorer:
         scorer.model.eval()
         scorer.calibrators = state["calibrators"]
         scorer.global_calibrator = state["global_calibrator"]
+        scorer.known = state.get("known", torch.zeros((0, 3), dtype=torch.int64)).numpy()
+        scorer.hparams = state.get("hparams", {"rank": state["rank"]})
+        scorer._index()
         return scorer
