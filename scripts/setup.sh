@@ -29,12 +29,15 @@ command -v redis-server >/dev/null 2>&1 || pkgs+=(redis-server)
 have_initdb || pkgs+=(postgresql)
 command -v java >/dev/null 2>&1 || pkgs+=(default-jre-headless)
 command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
+# admin UI: npm fetches its front-end libraries; Debian's chromium runs its browser tests
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+[ -x /usr/bin/chromium ] || pkgs+=(chromium)
 if [ "${#pkgs[@]}" -gt 0 ]; then
   say "installing OS packages: ${pkgs[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${pkgs[@]}" >/dev/null
 else
-  say "OS packages present (redis-server, postgresql, java, mvn)"
+  say "OS packages present (redis-server, postgresql, java, mvn, npm, chromium)"
 fi
 
 # --- Python virtual environment -----------------------------------------------------------------
@@ -68,6 +71,19 @@ else
   mv "$TMP" "$NEO4J_LIB"  # same file system: atomic rename
   trap - EXIT
   say "Neo4j jars: $(find "$NEO4J_LIB" -name '*.jar' | wc -l) files"
+fi
+
+# --- admin UI front-end libraries from the npm registry ------------------------------------------
+# served by the app from node_modules (nothing from a CDN); re-installed only when the lock changed
+WEB="$ROOT/factloom/platform/web"
+WEB_HASH="$(sha256sum "$WEB/package-lock.json" | cut -d' ' -f1)"
+WEB_STAMP="$WEB/node_modules/.factloom-lock-sha256"
+if [ "$(cat "$WEB_STAMP" 2>/dev/null || true)" != "$WEB_HASH" ]; then
+  say "installing the admin UI's npm packages (npm ci)"
+  (cd "$WEB" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  printf '%s\n' "$WEB_HASH" >"$WEB_STAMP"
+else
+  say "admin UI npm packages up to date"
 fi
 
 say "done"

@@ -188,3 +188,87 @@ WITH r, startNode(r) AS s, endNode(r) AS o
 RETURN r.fact_id AS fact_id, r.predicate AS predicate, r.sources AS sources,
        s.id AS source_id, s.name AS source_name, o.id AS target_id, o.name AS target_name
 """
+
+# ---------------------------------------------------------------- reads (admin UI: graph explorer)
+
+# entity search for people: names and aliases through the full-text index (``$text`` escaped, a
+# trailing wildcard already added); ``degree`` tells a hub from a leaf in the result list
+SEARCH_ENTITIES = """
+CALL db.index.fulltext.queryNodes('entity_names', $text, {limit: $fetch}) YIELD node, score
+WHERE node.kb = $kb
+RETURN node.id AS id, node.name AS name, coalesce(node.aliases, []) AS aliases, score,
+       COUNT { (node)-[:FACT]-() } AS degree
+ORDER BY score DESC, name
+LIMIT $limit
+"""
+
+ENTITY = """
+MATCH (e:Entity {kb: $kb, id: $id})
+RETURN e.id AS id, e.name AS name, coalesce(e.aliases, []) AS aliases, e.created_at AS created_at,
+       COUNT { (e)-[:FACT]-() } AS degree
+"""
+
+# the facts of one entity in both directions with their provenance and validity; with ``$history``
+# false only those valid at ``$as_of`` (null: now), with it true every fact ever recorded
+ENTITY_FACTS = """
+WITH coalesce($as_of, datetime()) AS at
+MATCH (n:Entity {kb: $kb, id: $id})-[r:FACT]-(m:Entity)
+WHERE r.kb = $kb
+  AND ($history OR ((r.valid_to IS NULL OR r.valid_to > at) AND (r.valid_from IS NULL OR r.valid_from <= at)))
+WITH n, r, m, at
+ORDER BY r.predicate, m.name
+LIMIT $limit
+RETURN r.fact_id AS fact_id, r.predicate AS predicate, coalesce(r.sources, []) AS sources,
+       r.confidence AS confidence, r.valid_from AS valid_from, r.valid_to AS valid_to,
+       r.recorded_at AS recorded_at, r.superseded_by AS superseded_by, coalesce(r.status, 'accepted') AS status,
+       startNode(r) = n AS outgoing, m.id AS other_id, m.name AS other_name,
+       (r.valid_to IS NULL OR r.valid_to > at) AND (r.valid_from IS NULL OR r.valid_from <= at) AS valid_at
+"""
+
+# ---------------------------------------------------------------- reads (check stage, training)
+
+# the types of these entities (keys): objects of their current type facts (``$type_predicates``)
+ENTITY_TYPES = """
+UNWIND $keys AS key
+MATCH (e:Entity {kb: $kb, key: key})-[t:FACT]->(ty:Entity)
+WHERE t.kb = $kb AND t.predicate IN $type_predicates
+  AND coalesce(t.status, 'accepted') = 'accepted' AND (t.valid_to IS NULL OR t.valid_to > datetime())
+RETURN key, collect(DISTINCT ty.key) AS types
+"""
+
+# how often each type occurs on the subject side of each predicate, over the kb's current facts;
+# starts from the type facts (predicate index), so a kb without any costs one index lookup
+TYPE_DOMAIN_COUNTS = """
+MATCH (e:Entity)-[t:FACT]->(ty:Entity)
+WHERE t.predicate IN $type_predicates AND t.kb = $kb
+  AND coalesce(t.status, 'accepted') = 'accepted' AND (t.valid_to IS NULL OR t.valid_to > datetime())
+WITH e, collect(DISTINCT ty.key) AS types
+MATCH (e)-[r:FACT]->(:Entity)
+WHERE r.kb = $kb AND NOT r.predicate IN $type_predicates
+  AND coalesce(r.status, 'accepted') = 'accepted' AND (r.valid_to IS NULL OR r.valid_to > datetime())
+UNWIND types AS type
+RETURN r.predicate AS predicate, type, count(*) AS n
+"""
+
+# the same on the object side
+TYPE_RANGE_COUNTS = """
+MATCH (e:Entity)-[t:FACT]->(ty:Entity)
+WHERE t.predicate IN $type_predicates AND t.kb = $kb
+  AND coalesce(t.status, 'accepted') = 'accepted' AND (t.valid_to IS NULL OR t.valid_to > datetime())
+WITH e, collect(DISTINCT ty.key) AS types
+MATCH (:Entity)-[r:FACT]->(e)
+WHERE r.kb = $kb AND NOT r.predicate IN $type_predicates
+  AND coalesce(r.status, 'accepted') = 'accepted' AND (r.valid_to IS NULL OR r.valid_to > datetime())
+UNWIND types AS type
+RETURN r.predicate AS predicate, type, count(*) AS n
+"""
+
+# one page of the kb's accepted, current facts as name triples (scorer training), keyset by fact_id
+ACCEPTED_TRIPLES = """
+MATCH (s:Entity)-[r:FACT]->(o:Entity)
+WHERE r.kb = $kb AND r.fact_id > $after
+  AND coalesce(r.status, 'accepted') = 'accepted' AND (r.valid_to IS NULL OR r.valid_to > datetime())
+RETURN r.fact_id AS fact_id, s.name AS subject, r.predicate AS predicate, o.name AS object
+ORDER BY r.fact_id
+LIMIT $limit
+"""

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from factloom import __version__
 from factloom.config import Settings, get_settings
 from factloom.graph.errors import GraphUnavailable, InvalidGraphInput
+from factloom.platform.admin.routes import router as admin_router
 from factloom.platform.errors import PlatformError
 from factloom.platform.ingest.routes import router as ingest_router
 from factloom.platform.metrics import REGISTRY, REQUEST_SECONDS, LedgerCollector
@@ -107,6 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(ingest_router)
     app.include_router(review_router)
     app.include_router(query_router)
+    app.include_router(admin_router)
     return app
 
 

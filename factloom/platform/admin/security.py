@@ -1,7 +1,7 @@
 """Signed session cookies and CSRF tokens for the admin UI, on the standard library only.
 
 A cookie value is ``base64url(json payload) "." base64url(HMAC-SHA256(key, payload))``. The payload
-carries the user id, the role it was issued for, a random CSRF token and an expiry; the signature
+carries the user id, a random CSRF token and an expiry (no role: that is read from the account); the signature
 makes it tamper-evident, and the server still reloads the account on every request, so disabling a
 user or changing a role takes effect at once. The CSRF token is the synchronizer-token pattern
 (OWASP CSRF cheat sheet): every form carries the session's token and every POST must echo it.
@@ -19,10 +19,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SessionData", "sign", "unsign", "new_session", "csrf_ok", "SESSION_COOKIE", "LOGIN_COOKIE"]
+__all__ = [
+    "SessionData", "sign", "unsign", "new_session", "session_data", "csrf_ok", "SESSION_COOKIE", "LOGIN_COOKIE",
+    "FLASH_COOKIE",
+]
 
 SESSION_COOKIE = "fl_session"
 LOGIN_COOKIE = "fl_login"  # the pre-sign-in CSRF token of the login form (double-submit)
+FLASH_COOKIE = "fl_flash"  # a signed one-shot message for the next page ("3 accepted")
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-
 from dataclasses import dataclass
 from datetime import datetime
 

@@ -1,0 +1,106 @@
+"""Ingest batches for the operators' page: status counts per batch, and throughput over the last hour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy import func, select
+
+from factloom.ledger import Database, FactSubmission, IngestBatch, Status
+
+__all__ = ["BatchRow", "Throughput", "list_batches", "throughput", "knowledge_bases", "STATUS_ORDER"]
+
+STATUS_ORDER = [s.value for s in (Status.pending, Status.checking, Status.needs_review, Status.accepted,
+                                  Status.reviewed, Status.committed, Status.rejected)]
+_OPEN = {"pending", "checking", "accepted", "reviewed"}
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRow:
+    id: str
+    kb: str
+    count: int
+    created_at: datetime
+    counts: dict[str, int]
+    last_commit: datetime | None
+
+    @property
+    def done(self) -> bool:
+        return not any(self.counts.get(s, 0) for s in _OPEN)
+
+    @property
+    def rate(self) -> float | None:
+        """Committed facts per second from the batch's arrival to its last commit."""
+        committed = self.counts.get("committed", 0)
+        if not committed or self.last_commit is None:
+            return None
+        seconds = (_utc(self.last_commit) - _utc(self.created_at)).total_seconds()
+        return committed / max(seconds, 0.001)
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    per_minute: list[int]  # committed facts per minute, oldest first, the last entry the current minute
+    committed_last_hour: int
+    status_totals: dict[str, int]
+
+    @property
+    def per_second(self) -> float:
+        return self.committed_last_hour / 3600.0
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
+def list_batches(*, db: Database, kb: str = "", limit: int = 50, before: str = "") -> list[BatchRow]:
+    """The newest batches (older than batch ``before`` when given) with their counts per status."""
+    with db.session() as session:
+        query = select(IngestBatch)
+        if kb:
+            query = query.where(IngestBatch.kb == kb)
+        if before:
+            anchor = session.get(IngestBatch, before)
+            if anchor is not None:
+                query = query.where((IngestBatch.created_at < anchor.created_at) | (
+                    (IngestBatch.created_at == anchor.created_at) & (IngestBatch.id < anchor.id)))
+        batches = list(session.scalars(query.order_by(IngestBatch.created_at.desc(), IngestBatch.id.desc())
+                                       .limit(limit)))
+        ids = [b.id for b in batches]
+        counts: dict[str, dict[str, int]] = {i: {} for i in ids}
+        last: dict[str, datetime | None] = {}
+        if ids:
+            rows = session.execute(
+                select(FactSubmission.batch_id, FactSubmission.status, func.count(),
+                       func.max(FactSubmission.committed_at))
+                .where(FactSubmission.batch_id.in_(ids))
+                .group_by(FactSubmission.batch_id, FactSubmission.status)
+            )
+            for batch_id, status, n, last_commit in rows:
+                counts[batch_id][status.value] = int(n)
+                if last_commit is not None:
+                    last[batch_id] = last_commit
+    return [BatchRow(b.id, b.kb, b.count, b.created_at, counts[b.id], last.get(b.id)) for b in batches]
+
+
+def throughput(*, db: Database, now: datetime | None = None, minutes: int = 60) -> Throughput:
+    now = now or datetime.now(timezone.utc)
+    start = now - timedelta(minutes=minutes)
+    per_minute = [0] * minutes
+    with db.session() as session:
+        stamps = session.scalars(select(FactSubmission.committed_at).where(FactSubmission.committed_at >= start))
+        for stamp in stamps:
+            if stamp is None:
+                continue
+            slot = int((_utc(stamp) - start).total_seconds() // 60)
+            per_minute[min(max(slot, 0), minutes - 1)] += 1
+        totals = {s.value: int(n) for s, n in session.execute(
+            select(FactSubmission.status, func.count()).group_by(FactSubmission.status))}
+    return Throughput(per_minute=per_minute, committed_last_hour=sum(per_minute),
+                      status_totals={s: totals.get(s, 0) for s in STATUS_ORDER})
+
+
+def knowledge_bases(*, db: Database) -> list[str]:
+    with db.session() as session:
+        return sorted(session.scalars(select(IngestBatch.kb).distinct()))

@@ -1,0 +1,174 @@
+"""Server-side rendering of the admin UI: the Jinja2 environment, flash messages, error pages.
+
+:class:`AdminRoute` is the route class of every admin route. It catches what the auth dependency
+and the services raise and answers the way a browser expects: a sign-in redirect for a ``GET``
+without a session, an HTML page with the right status otherwise, and ``application/problem+json``
+for the JSON endpoints under ``/admin/api`` that the page scripts call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Coroutine
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.routing import APIRoute
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
+
+from factloom.graph.errors import GraphUnavailable, InvalidGraphInput
+from factloom.platform.admin.auth import AdminSession, CsrfFailed, RoleRequired, SignInRequired
+from factloom.platform.admin.security import FLASH_COOKIE, sign, unsign
+from factloom.platform.errors import PlatformError
+
+__all__ = ["WEB_DIR", "PREFIX", "AdminRoute", "render", "redirect", "flash", "environment", "ago", "when"]
+
+log = logging.getLogger(__name__)
+
+WEB_DIR = Path(__file__).resolve().parents[1] / "web"
+PREFIX = "/admin"
+API_PREFIX = "/admin/api/"
+
+
+def ago(value: datetime | None, now: datetime | None = None) -> str:
+    """'3 min ago' style age of a UTC timestamp (naive ones are UTC, as the ledger writes them)."""
+    if value is None:
+        return "—"
+    now = now or datetime.now(timezone.utc)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    seconds = (now - value).total_seconds()
+    if seconds < 0:
+        return "in the future"
+    for size, unit in ((86400 * 365, "y"), (86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit} ago"
+    return "just now"
+
+
+def when(value: datetime | None) -> str:
+    if value is None:
+        return "—"
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _tojson_attr(value: Any) -> Markup:
+    """JSON for a ``<script type="application/json">`` block: ``<``, ``>``, ``&`` escaped."""
+    text = json.dumps(value, default=str).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return Markup(text)
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(str(WEB_DIR / "templates")),
+        autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True,
+    )
+    env.filters.update(ago=ago, when=when, pct=_pct, jsonblock=_tojson_attr, short=lambda s: (s or "")[:8],
+                       urlq=lambda s: quote(str(s), safe=""))
+    env.globals.update(prefix=PREFIX)
+    return env
+
+
+def _static_version() -> str:
+    # a changed stylesheet or script gets a new URL, so a browser never runs a stale one
+    files = sorted((WEB_DIR / "static").glob("*"))
+    return str(int(max((f.stat().st_mtime for f in files), default=0)))
+
+
+def render(request: Request, template: str, *, status: int = 200, **context: Any) -> HTMLResponse:
+    me: AdminSession | None = getattr(request.state, "admin", None)
+    message = _take_flash(request)
+    html = environment().get_template(template).render(
+        request=request, me=me, flash=message, path=request.url.path, static_v=_static_version(), **context,
+    )
+    response = HTMLResponse(html, status_code=status)
+    # pages show ledger state: never serve a stale copy from the back/forward cache of a shared proxy
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["Content-Security-Policy"] = (
+        "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"
+    )
+    if message is not None:
+        response.delete_cookie(FLASH_COOKIE, path=PREFIX)
+    return response
+
+
+def redirect(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303)
+
+
+def flash(request: Request, response: Response, message: str, kind: str = "ok") -> Response:
+    """Show ``message`` on the next page this browser renders (a signed cookie, one minute)."""
+    import time
+
+    key = request.app.state.resources.settings.admin_key()
+    value = sign(key, {"m": message[:300], "k": kind, "exp": time.time() + 60})
+    response.set_cookie(FLASH_COOKIE, value, max_age=60, path=PREFIX, httponly=True, samesite="lax")
+    return response
+
+
+def _take_flash(request: Request) -> dict[str, str] | None:
+    raw = request.cookies.get(FLASH_COOKIE)
+    if not raw:
+        return None
+    payload = unsign(request.app.state.resources.settings.admin_key(), raw)
+    if payload is None or not isinstance(payload.get("m"), str):
+        return None
+    return {"message": payload["m"], "kind": str(payload.get("k", "ok"))}
+
+
+def _error(request: Request, status: int, title: str, detail: str) -> Response:
+    if request.url.path.startswith(API_PREFIX):
+        body = {"type": "about:blank", "title": title, "status": status, "detail": detail,
+                "instance": request.url.path}
+        return JSONResponse(body, status_code=status, media_type="application/problem+json")
+    return render(request, "error.html", status=status, title=title, detail=detail, code=status)
+
+
+class AdminRoute(APIRoute):
+    """Admin routes answer failures as pages (or problem+json under ``/admin/api``), not as bare JSON."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except SignInRequired:
+                if request.method == "GET" and not request.url.path.startswith(API_PREFIX):
+                    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                    return redirect(f"{PREFIX}/login?next={quote(target, safe='')}")
+                return _error(request, 401, "Sign-in required", "your session has ended; sign in again")
+            except RoleRequired as exc:
+                return _error(request, 403, "Not allowed", str(exc))
+            except CsrfFailed:
+                return _error(request, 403, "Form expired",
+                              "this form was not sent from the current session; reload the page and try again")
+            except PlatformError as exc:
+                return _error(request, exc.status, exc.title, exc.detail)
+            except RequestValidationError as exc:
+                first = exc.errors()[0] if exc.errors() else {}
+                where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "query"))
+                return _error(request, 400, "Bad request", f"{where}: {first.get('msg', 'invalid input')}")
+            except InvalidGraphInput as exc:
+                return _error(request, 400, "Bad request", str(exc))
+            except GraphUnavailable as exc:
+                log.warning("admin page without Neo4j: %s", exc)
+                return _error(request, 503, "Graph unavailable", str(exc))
+
+        return guarded

@@ -1,0 +1,240 @@
+"""One review item as a reviewer sees it, and the decisions a reviewer can take on it.
+
+Accept and reject go through :func:`factloom.platform.review.service.decide`, the same path as
+``POST /v1/review``; a correction rejects the claim as submitted and records the corrected claim as
+a new submission that is accepted in the same transaction, then committed by a worker.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import or_, select, update
+
+from factloom.graph import Neo4jStore, StoredFact, fact_id_for
+from factloom.graph.explore import Neighbourhood, neighbourhood
+from factloom.ledger import AuditEvent, CheckResult, Database, FactSubmission, ReviewDecision, Status
+from factloom.ledger.tables import new_id
+from factloom.platform.errors import BadRequest, Conflict, NotFound
+from factloom.platform.ingest.schemas import FactIn
+from factloom.platform.review import service as review
+
+__all__ = ["Check", "Conflicting", "HistoryEvent", "Item", "load_item", "conflicts", "item_graph", "decide",
+           "correct", "bulk_decide", "BulkResult", "FUSION"]
+
+log = logging.getLogger(__name__)
+FUSION = "fusion"
+MAX_BULK = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    verifier: str
+    probability: float | None
+    score: float | None
+    explanation: str
+    details: dict[str, Any]
+    model_version: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEvent:
+    at: datetime
+    what: str
+    actor: str
+    detail: str = ""
+
+
+@dataclass(slots=True)
+class Item:
+    row: FactSubmission
+    checks: list[Check]
+    fusion: Check | None
+    history: list[HistoryEvent]
+    corrections: list[str] = field(default_factory=list)
+
+    @property
+    def open(self) -> bool:
+        return self.row.status is Status.needs_review
+
+    @property
+    def conflicting_ids(self) -> list[str]:
+        out: list[str] = []
+        for check in self.checks:
+            ids = check.details.get("fact_ids") if check.details.get("rule") == "functional" else None
+            out.extend(str(i) for i in ids or [])
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Conflicting:
+    fact: StoredFact
+    conflicts: bool
+
+
+def load_item(*, db: Database, submission_id: str) -> Item:
+    with db.session() as session:
+        row = session.get(FactSubmission, submission_id)
+        if row is None:
+            raise NotFound(f"no submission {submission_id}")
+        checks = [
+            Check(c.verifier, c.probability, c.score, c.explanation or "", dict(c.details or {}), c.model_version)
+            for c in session.scalars(select(CheckResult).where(CheckResult.submission_id == submission_id)
+                                     .order_by(CheckResult.verifier))
+        ]
+        decisions = list(session.scalars(select(ReviewDecision).where(ReviewDecision.submission_id == submission_id)
+                                         .order_by(ReviewDecision.created_at)))
+        audits = list(session.scalars(
+            select(AuditEvent).where(or_(AuditEvent.target == submission_id,
+                                         AuditEvent.target == f"submission:{submission_id}"))
+            .order_by(AuditEvent.created_at)
+        ))
+        checked_at = session.scalar(select(CheckResult.created_at).where(
+            CheckResult.submission_id == submission_id, CheckResult.verifier == FUSION))
+        corrections = list(session.scalars(select(FactSubmission.id).where(
+            FactSubmission.kb == row.kb, FactSubmission.key == f"c:{submission_id}")))
+    history = [HistoryEvent(row.created_at, "submitted", row.source or "no source", f"batch {row.batch_id[:8]}")]
+    if checked_at is not None:
+        fused = next((c for c in checks if c.verifier == FUSION), None)
+        verdict = str(fused.details.get("verdict", "")) if fused else ""
+        history.append(HistoryEvent(checked_at, "checked", "check worker",
+                                    f"verdict {verdict or '?'}" + (f": {fused.explanation}" if fused else "")))
+    for d in decisions:
+        history.append(HistoryEvent(d.created_at, f"decision: {d.decision}", d.reviewer, d.reason))
+    for a in audits:
+        if a.action.startswith("review.") and a.action != "review.correct":
+            continue  # the decision row above says the same
+        details = a.details or {}
+        history.append(HistoryEvent(a.created_at, a.action, a.actor,
+                                    ", ".join(f"{k}: {v}" for k, v in details.items() if v not in (None, ""))))
+    if row.committed_at is not None:
+        history.append(HistoryEvent(row.committed_at, "committed to the graph", "commit worker", row.fact_id))
+    history.sort(key=lambda e: e.at.replace(tzinfo=None) if e.at.tzinfo else e.at)
+    return Item(row=row, checks=[c for c in checks if c.verifier != FUSION],
+                fusion=next((c for c in checks if c.verifier == FUSION), None), history=history,
+                corrections=corrections)
+
+
+def conflicts(*, store: Neo4jStore, item: Item, functional: Sequence[str]) -> list[Conflicting]:
+    """The graph's current values of the claim's (subject, predicate), and the facts a verifier cited."""
+    row = item.row
+    current = store.current_facts(row.kb, [(row.subject, row.predicate)]).get((row.subject, row.predicate), [])
+    cited = set(item.conflicting_ids)
+    seen = {f.fact_id for f in current}
+    extra = [f for f in store.facts_by_id(row.kb, sorted(cited - seen))] if cited - seen else []
+    out = []
+    for fact in [*current, *extra]:
+        if fact.fact_id == row.fact_id:
+            continue
+        differs = fact.predicate == row.predicate and fact.object.casefold() != row.object.casefold()
+        out.append(Conflicting(fact, fact.fact_id in cited or (differs and row.predicate in functional)))
+    return out
+
+
+def item_graph(*, store: Neo4jStore, item: Item, per_node: int = 25) -> tuple[Neighbourhood, dict[str, str]]:
+    """The one-hop neighbourhood of the claim's subject and object (those already in the graph)."""
+    row = item.row
+    ids = store.resolve(row.kb, [row.subject, row.object])
+    graph = neighbourhood(store, kb=row.kb, entity_ids=list(ids.values()), per_node=per_node, limit=200)
+    return graph, ids
+
+
+def decide(*, db: Database, submission_id: str, decision: str, reason: str, actor: str) -> Status:
+    if decision not in ("accept", "reject"):
+        raise BadRequest(f"unknown decision {decision!r}; accept or reject")
+    return review.decide(db=db, submission_id=submission_id, decision=decision, reason=reason.strip()[:2000],
+                         reviewer=actor)
+
+
+def correct(
+    *, db: Database, submission_id: str, subject: str, predicate: str, obj: str, reason: str, actor: str,
+    max_chars: int = 1000,
+) -> str:
+    """Reject the claim as submitted and accept its corrected form; returns the new submission's id."""
+    reason = reason.strip()[:2000]
+    with db.session() as session:
+        row = session.get(FactSubmission, submission_id)
+        if row is None:
+            raise NotFound(f"no submission {submission_id}")
+        try:
+            fact = FactIn(subject=subject, predicate=predicate, object=obj, source=row.source,
+                          valid_from=row.valid_from, valid_to=row.valid_to)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise BadRequest(f"corrected {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        if any(len(v) > max_chars for v in (fact.subject, fact.object)):
+            raise BadRequest(f"names are limited to {max_chars} characters")
+        if (fact.subject, fact.predicate, fact.object) == (row.subject, row.predicate, row.object):
+            raise BadRequest("the corrected claim is the same as the submitted one; accept it instead")
+        if row.status is not Status.needs_review:
+            raise Conflict(f"submission {submission_id} is {row.status.value}, not waiting for review")
+        changed = session.execute(  # type: ignore[attr-defined]
+            update(FactSubmission)
+            .where(FactSubmission.id == submission_id, FactSubmission.status == Status.needs_review)
+            .values(status=Status.rejected, verdict_reason="review: corrected" + (f" ({reason})" if reason else ""))
+        ).rowcount
+        if not changed:
+            raise Conflict(f"submission {submission_id} was decided concurrently")
+        fixed = FactSubmission(
+            id=new_id(), batch_id=row.batch_id, kb=row.kb, key=f"c:{submission_id}",
+            fact_id=fact_id_for(row.kb, fact.subject, fact.predicate, fact.object),
+            subject=fact.subject, predicate=fact.predicate, object=fact.object, source=row.source,
+            valid_from=row.valid_from, valid_to=row.valid_to, evidence=row.evidence, status=Status.reviewed,
+            probability=None, verdict_reason=f"review: corrected from {submission_id}",
+        )
+        session.add(fixed)
+        note = f"corrected to {fact.subject} · {fact.predicate} · {fact.object}" + (f"; {reason}" if reason else "")
+        session.add(ReviewDecision(submission_id=submission_id, decision="reject", reason=note, reviewer=actor))
+        session.add(ReviewDecision(submission_id=fixed.id, decision="accept",
+                                   reason=f"correction of {submission_id}" + (f"; {reason}" if reason else ""),
+                                   reviewer=actor))
+        session.add(AuditEvent(actor=actor, action="review.correct", target=submission_id, details={
+            "corrected_id": fixed.id, "from": [row.subject, row.predicate, row.object],
+            "to": [fact.subject, fact.predicate, fact.object], "reason": reason, "kb": row.kb,
+        }))
+        new = fixed.id
+    _commit_later(new)
+    return new
+
+
+def _commit_later(submission_id: str) -> None:
+    from factloom.workers.tasks import enqueue_commit
+
+    try:
+        enqueue_commit([submission_id], 1)
+    except Exception:  # stays 'reviewed' in the ledger; the sweeper commits it
+        log.exception("could not enqueue the commit of %s; the sweeper will", submission_id)
+
+
+@dataclass(frozen=True, slots=True)
+class BulkResult:
+    done: list[str]
+    skipped: list[str]  # decided by someone else meanwhile, or gone
+
+
+def bulk_decide(*, db: Database, ids: Sequence[str], decision: str, reason: str, actor: str) -> BulkResult:
+    """Decide each selected submission; the ones no longer waiting are skipped, not failed."""
+    ids = list(dict.fromkeys(i for i in ids if i))
+    if not ids:
+        raise BadRequest("select at least one item")
+    if len(ids) > MAX_BULK:
+        raise BadRequest(f"at most {MAX_BULK} items at once; this selection has {len(ids)}")
+    done, skipped = [], []
+    for submission_id in ids:
+        try:
+            decide(db=db, submission_id=submission_id, decision=decision, reason=reason, actor=actor)
+            done.append(submission_id)
+        except (Conflict, NotFound):
+            skipped.append(submission_id)
+    return BulkResult(done=done, skipped=skipped)
+
+
+def selected_rows(*, db: Database, ids: Sequence[str]) -> list[FactSubmission]:
+    with db.session() as session:
+        return list(session.scalars(select(FactSubmission).where(FactSubmission.id.in_(list(ids)[:MAX_BULK]))
+                                    .order_by(FactSubmission.created_at)))

@@ -1,0 +1,13 @@
+"""Every admin route, as one router the app includes: ``app.include_router(router)``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from factloom.platform.admin import routes_auth, routes_graph, routes_ops, routes_review
+
+__all__ = ["router"]
+
+router = APIRouter()
+for _module in (routes_auth, routes_review, routes_graph, routes_ops):
+    router.include_router(_module.router)

@@ -1,0 +1,109 @@
+"""The graph explorer, the neighbourhood endpoint the graph canvases expand with, and the Ask page."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from factloom.config import DEFAULT_KB
+from factloom.graph.explore import entity_facts, get_entity, neighbourhood, search_entities
+from factloom.graph.store import check_kb
+from factloom.platform.admin.auth import Reviewer
+from factloom.platform.admin.batches import knowledge_bases
+from factloom.platform.admin.render import PREFIX, AdminRoute, render
+from factloom.platform.admin.visuals import answer_elements, neighbourhood_elements
+from factloom.platform.deps import ResourcesDep
+from factloom.platform.errors import BadRequest, NotFound, PlatformError
+from factloom.platform.query import service as query_service
+from factloom.platform.query.engine import get_engine, get_verbaliser
+
+__all__ = ["router", "parse_as_of"]
+
+router = APIRouter(prefix=PREFIX, route_class=AdminRoute, include_in_schema=False)
+
+
+def parse_as_of(raw: str | None) -> datetime | None:
+    """A date (end of that day, UTC) or a datetime from a form field; empty: now."""
+    raw = (raw or "").strip()
+    if not raw:
+        return None
+    try:
+        if len(raw) == 10:
+            return datetime.combine(date.fromisoformat(raw), time(23, 59, 59), tzinfo=UTC)
+        value = datetime.fromisoformat(raw)
+    except ValueError:
+        raise BadRequest(f"'as of' must be a date like 2020-01-31, not {raw!r}") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _kb(raw: str | None) -> str:
+    try:
+        return check_kb((raw or DEFAULT_KB).strip())
+    except Exception as exc:
+        raise BadRequest(str(exc)) from None
+
+
+@router.get("/graph")
+def explorer(request: Request, _: Reviewer, resources: ResourcesDep, kb: str = DEFAULT_KB, q: str = "") -> Response:
+    kb = _kb(kb)
+    hits = search_entities(resources.store, kb=kb, text=q[:200], limit=30) if q.strip() else []
+    return render(request, "graph.html", kb=kb, q=q, hits=hits, kbs=knowledge_bases(db=resources.db))
+
+
+@router.get("/graph/entity/{entity_id}")
+def entity_page(
+    entity_id: str, request: Request, _: Reviewer, resources: ResourcesDep, kb: str = DEFAULT_KB,
+    as_of: str = "", history: str = "",
+) -> Response:
+    kb = _kb(kb)
+    at = parse_as_of(as_of)
+    entity = get_entity(resources.store, kb=kb, entity_id=entity_id)
+    if entity is None:
+        raise NotFound(f"no entity {entity_id} in knowledge base {kb!r}")
+    facts = entity_facts(resources.store, kb=kb, entity_id=entity_id, as_of=at, history=bool(history))
+    graph = neighbourhood(resources.store, kb=kb, entity_ids=[entity_id], as_of=at, per_node=40)
+    by_predicate: dict[tuple[str, bool], list[Any]] = {}
+    for fact in facts:
+        by_predicate.setdefault((fact.predicate, fact.outgoing), []).append(fact)
+    return render(request, "entity.html", kb=kb, entity=entity, groups=by_predicate, facts=facts,
+                  as_of=as_of, history=bool(history), elements=neighbourhood_elements(graph, focus=[entity_id]),
+                  truncated=graph.truncated, kbs=knowledge_bases(db=resources.db))
+
+
+@router.get("/api/graph/expand")
+def expand(
+    _: Reviewer, resources: ResourcesDep, id: Annotated[list[str], Query(max_length=20)],
+    kb: str = DEFAULT_KB, as_of: str = "",
+) -> JSONResponse:
+    """One hop around the given entities, as Cytoscape elements, for a click on a node."""
+    graph = neighbourhood(resources.store, kb=_kb(kb), entity_ids=id, as_of=parse_as_of(as_of), per_node=30)
+    return JSONResponse({"elements": neighbourhood_elements(graph, expanded=id), "truncated": graph.truncated})
+
+
+@router.get("/ask")
+def ask(
+    request: Request, _: Reviewer, resources: ResourcesDep, question: str = "", kb: str = DEFAULT_KB,
+    as_of: str = "", hops: int = 0, top_k: int = 5,
+) -> Response:
+    kb = _kb(kb)
+    result, error = None, None
+    question = question.strip()[:1000]
+    if question:
+        settings = resources.settings
+        engine = get_engine(settings, resources.db, resources.embedder) if settings.query_reasoner != "baseline" \
+            else None
+        try:
+            result = query_service.answer(
+                store=resources.store, embedder=resources.embedder, kb=kb, question=question,
+                top_k=max(1, min(top_k, 20)), max_hops=hops if 1 <= hops <= 3 else None, as_of=parse_as_of(as_of),
+                hops_limit=settings.query_max_hops, max_edges=settings.query_max_edges, engine=engine,
+                default_reasoner=settings.query_reasoner, verbaliser=get_verbaliser(settings),
+            )
+        except PlatformError as exc:
+            error = exc.detail
+    elements = answer_elements(result.answers, [s.name for s in result.seeds]) if result else []
+    return render(request, "ask.html", question=question, kb=kb, as_of=as_of, hops=hops, top_k=top_k,
+                  result=result, error=error, elements=elements, kbs=knowledge_bases(db=resources.db))

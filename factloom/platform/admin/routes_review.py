@@ -1,0 +1,147 @@
+"""The review queue and the review item pages, and the decisions taken on them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import parse_qsl
+
+from fastapi import APIRouter, Form, Request, Response
+
+from factloom.graph.errors import GraphUnavailable
+from factloom.platform.admin import queue as q
+from factloom.platform.admin import review
+from factloom.platform.admin.auth import Reviewer
+from factloom.platform.admin.batches import knowledge_bases
+from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
+from factloom.platform.admin.visuals import neighbourhood_elements, verifier_chart
+from factloom.platform.deps import ResourcesDep
+from factloom.platform.errors import BadRequest
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=PREFIX, route_class=AdminRoute, include_in_schema=False)
+
+
+def _filters_from(query: str) -> q.QueueFilters:
+    filters, _ = q.parse_filters(dict(parse_qsl(query)))
+    return filters
+
+
+@router.get("/queue")
+def queue_page(request: Request, me: Reviewer, resources: ResourcesDep) -> Response:
+    params = dict(request.query_params)
+    filters, errors = q.parse_filters(params)
+    db = resources.db
+    page = q.list_queue(db=db, filters=filters, limit=resources.settings.admin_page_size,
+                        after=params.get("after") or None, before=params.get("before") or None)
+    return render(
+        request, "queue.html", page=page, filters=filters, errors=errors, sorts=q.SORTS, ages=q.AGES,
+        counts=q.queue_counts(db=db, reviewer=me.actor, kb=filters.kb), facets=q.facets(db=db, kb=filters.kb),
+        kbs=knowledge_bases(db=db), selected=set(request.query_params.getlist("ids")),
+    )
+
+
+@router.get("/review/{submission_id}")
+def item_page(submission_id: str, request: Request, me: Reviewer, resources: ResourcesDep) -> Response:
+    filters, _ = q.parse_filters(dict(request.query_params))
+    item = review.load_item(db=resources.db, submission_id=submission_id)
+    prev_id, next_id = q.neighbours(db=resources.db, filters=filters, submission_id=submission_id)
+    graph_note, elements, conflicting = None, [], []
+    try:
+        conflicting = review.conflicts(store=resources.store, item=item,
+                                       functional=resources.settings.functional_predicates)
+        graph, ids = review.item_graph(store=resources.store, item=item)
+        elements = neighbourhood_elements(graph, focus=ids.values())
+        elements += _claim_elements(item, ids)
+        if graph.truncated:
+            graph_note = "large neighbourhood: showing a share of each hub's facts; click a node to expand it"
+    except GraphUnavailable as exc:
+        graph_note = f"the graph is unavailable: {exc}"
+    fusion = item.fusion
+    chart = verifier_chart(
+        [(c.verifier, c.probability) for c in item.checks],
+        accept=_threshold(fusion, "accept"), reject=_threshold(fusion, "reject"),
+    )
+    image = _image_of(item.row.evidence)
+    return render(request, "item.html", item=item, row=item.row, chart=chart, conflicting=conflicting,
+                  elements=elements, graph_note=graph_note, prev_id=prev_id, next_id=next_id,
+                  back=filters.query(), image=image)
+
+
+def _threshold(fusion: review.Check | None, name: str) -> float | None:
+    value = fusion.details.get(name) if fusion else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _image_of(evidence: dict[str, object] | None) -> str | None:
+    """An inline preview for evidence images sent as ``data:image/...`` URIs (nothing is fetched)."""
+    image = (evidence or {}).get("image")
+    if isinstance(image, str) and image.startswith(("data:image/png;", "data:image/jpeg;", "data:image/webp;",
+                                                    "data:image/gif;")):
+        return image
+    return None
+
+
+def _claim_elements(item: review.Item, ids: dict[str, str]) -> list[dict[str, object]]:
+    """The claim itself as a dashed edge, with nodes for a subject or object not yet in the graph."""
+    row = item.row
+    out: list[dict[str, object]] = []
+    ends = []
+    for name in (row.subject, row.object):
+        node_id = ids.get(name)
+        if node_id is None:
+            node_id = f"new:{name}"
+            out.append({"data": {"id": node_id, "label": name}, "classes": "focus new"})
+        ends.append(node_id)
+    out.append({"data": {"id": f"claim:{row.id}", "source": ends[0], "target": ends[1],
+                         "label": row.predicate}, "classes": "claim"})
+    return out
+
+
+@router.post("/review/{submission_id}/decide")
+def decide(
+    submission_id: str, request: Request, me: Reviewer, resources: ResourcesDep,
+    decision: Annotated[str, Form()], reason: Annotated[str, Form()] = "", back: Annotated[str, Form()] = "",
+) -> Response:
+    filters = _filters_from(back)
+    _, next_id = q.neighbours(db=resources.db, filters=filters, submission_id=submission_id)
+    review.decide(db=resources.db, submission_id=submission_id, decision=decision, reason=reason, actor=me.actor)
+    verb = "Accepted" if decision == "accept" else "Rejected"
+    message = f"{verb} {submission_id[:8]}" + (" — it is being committed to the graph" if decision == "accept" else "")
+    target = f"{PREFIX}/review/{next_id}?{back}" if next_id else f"{PREFIX}/queue?{back}"
+    return flash(request, redirect(target), message)
+
+
+@router.post("/review/{submission_id}/correct")
+def correct(
+    submission_id: str, request: Request, me: Reviewer, resources: ResourcesDep,
+    subject: Annotated[str, Form()], predicate: Annotated[str, Form()], object: Annotated[str, Form()],
+    reason: Annotated[str, Form()] = "", back: Annotated[str, Form()] = "",
+) -> Response:
+    new_id = review.correct(db=resources.db, submission_id=submission_id, subject=subject, predicate=predicate,
+                            obj=object, reason=reason, actor=me.actor,
+                            max_chars=resources.settings.max_string_chars)
+    return flash(request, redirect(f"{PREFIX}/review/{new_id}?{back}"),
+                 f"Corrected and accepted as {new_id[:8]}; the original is rejected")
+
+
+@router.post("/queue/bulk")
+async def bulk(request: Request, me: Reviewer, resources: ResourcesDep) -> Response:
+    form = await request.form()
+    ids = [str(v) for v in form.getlist("ids")]
+    decision = str(form.get("decision", ""))
+    reason = str(form.get("reason", ""))
+    back = str(form.get("back", ""))
+    if decision not in ("accept", "reject"):
+        raise BadRequest("choose accept or reject")
+    if not ids:
+        return flash(request, redirect(f"{PREFIX}/queue?{back}"), "Select some items first", "warn")
+    if form.get("confirmed") != "yes":
+        rows = review.selected_rows(db=resources.db, ids=ids)
+        return render(request, "confirm_bulk.html", rows=rows, decision=decision, reason=reason, back=back,
+                      too_many=len(ids) > review.MAX_BULK)
+    result = review.bulk_decide(db=resources.db, ids=ids, decision=decision, reason=reason, actor=me.actor)
+    verb = "Accepted" if decision == "accept" else "Rejected"
+    note = f"{verb} {len(result.done)} item(s)" + (
+        f"; {len(result.skipped)} were already decided" if result.skipped else "")
+    return flash(request, redirect(f"{PREFIX}/queue?{back}"), note)

@@ -1,0 +1,133 @@
+"""What the pages draw: graph elements for the browser's Cytoscape canvas and small inline SVG charts.
+
+The SVG is built here, on the server, so a verifier chart needs no script; every text in it is
+escaped. Graph elements are plain dicts in Cytoscape's JSON format (``{"data": {...}, "classes": ...}``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from markupsafe import Markup, escape
+
+from factloom.graph.explore import Neighbourhood
+from factloom.graph.types import entity_key
+from factloom.platform.query.schemas import AnswerOut
+
+__all__ = ["neighbourhood_elements", "answer_elements", "verifier_chart", "sparkline", "status_bar", "COLOURS"]
+
+COLOURS = {
+    "pending": "#94a3b8", "checking": "#60a5fa", "needs_review": "#f59e0b", "accepted": "#34d399",
+    "reviewed": "#a78bfa", "committed": "#10b981", "rejected": "#f87171",
+}
+
+
+def neighbourhood_elements(
+    graph: Neighbourhood, *, focus: Iterable[str] = (), expanded: Iterable[str] = (),
+) -> list[dict[str, Any]]:
+    focus, expanded = set(focus), set(expanded) | set(focus)
+    nodes = [{"data": {"id": i, "label": name}, "classes": " ".join(
+        c for c, on in (("focus", i in focus), ("expanded", i in expanded)) if on)}
+        for i, name in graph.names.items()]
+    edges = [{"data": {"id": e.fact_id, "source": e.source_id, "target": e.target_id, "label": e.predicate,
+                       "sources": list(e.sources)}} for e in graph.edges]
+    return nodes + edges
+
+
+def answer_elements(answers: Sequence[AnswerOut], seeds: Iterable[str]) -> list[dict[str, Any]]:
+    """Every entity and fact on the answers' paths; seeds and answers marked, each edge tagged with its answers."""
+    seed_keys = {entity_key(s) for s in seeds}
+    nodes: dict[str, dict[str, Any]] = {}
+    edges: dict[str, dict[str, Any]] = {}
+
+    def node(name: str) -> str:
+        key = "n:" + entity_key(name)
+        entry = nodes.setdefault(key, {"data": {"id": key, "label": name}, "classes": set()})
+        if entity_key(name) in seed_keys:
+            entry["classes"].add("seed")
+        return key
+
+    for rank, answer in enumerate(answers):
+        entry = nodes.setdefault(node(answer.name), {})
+        entry["classes"].add("answer")
+        entry["data"]["rank"] = rank
+        for path in answer.paths:
+            for step in path:
+                s, o = node(step.subject), node(step.object)
+                edge = edges.setdefault(step.fact_id, {"data": {"id": step.fact_id, "source": s, "target": o,
+                                                                  "label": step.predicate, "answers": []}})
+                if rank not in edge["data"]["answers"]:
+                    edge["data"]["answers"].append(rank)
+    for entry in nodes.values():
+        entry["classes"] = " ".join(sorted(entry["classes"]))
+    return list(nodes.values()) + list(edges.values())
+
+
+def _bar_colour(p: float) -> str:
+    return "#ef4444" if p < 0.3 else "#f59e0b" if p < 0.7 else "#10b981"
+
+
+def verifier_chart(
+    rows: Sequence[tuple[str, float | None]], *, accept: float | None = None, reject: float | None = None,
+    width: int = 420,
+) -> Markup:
+    """Horizontal bars of each verifier's probability (0–1), abstentions greyed, thresholds as lines."""
+    label_w, value_w, row_h = 130, 44, 26
+    bar_w = width - label_w - value_w
+    height = row_h * max(len(rows), 1) + 18
+    parts = [f'<svg class="chart" role="img" aria-label="verifier scores" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']
+    for i, (name, p) in enumerate(rows):
+        y = i * row_h + 4
+        parts.append(f'<text x="0" y="{y + 14}" class="chart-label">{escape(name)}</text>')
+        parts.append(f'<rect x="{label_w}" y="{y + 3}" width="{bar_w}" height="14" rx="3" class="chart-track"/>')
+        if p is None:
+            parts.append(f'<text x="{label_w + 6}" y="{y + 14}" class="chart-abstain">abstained</text>')
+            value = "—"
+        else:
+            w = max(2.0, bar_w * min(max(p, 0.0), 1.0))
+            parts.append(f'<rect x="{label_w}" y="{y + 3}" width="{w:.1f}" height="14" rx="3" '
+                         f'fill="{_bar_colour(p)}"><title>{escape(name)}: {p:.3f}</title></rect>')
+            value = f"{p:.2f}"
+        parts.append(f'<text x="{width - 4}" y="{y + 14}" text-anchor="end" class="chart-value">{value}</text>')
+    axis_y = row_h * max(len(rows), 1) + 4
+    for t, cls in ((reject, "chart-reject"), (accept, "chart-accept")):
+        if t is not None:
+            x = label_w + bar_w * t
+            parts.append(f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{axis_y}" class="{cls}"/>')
+            parts.append(f'<text x="{x:.1f}" y="{axis_y + 12}" text-anchor="middle" class="chart-tick">{t:g}</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def sparkline(values: Sequence[int], *, width: int = 480, height: int = 64) -> Markup:
+    """Bars of a per-minute series, highest bar full height."""
+    if not values:
+        return Markup("")
+    top = max(max(values), 1)
+    step = width / len(values)
+    bars = "".join(
+        f'<rect x="{i * step:.1f}" y="{height - height * v / top:.1f}" width="{max(step - 1, 1):.1f}" '
+        f'height="{height * v / top:.1f}" class="spark-bar"><title>{v}/min</title></rect>'
+        for i, v in enumerate(values)
+    )
+    return Markup(f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+                  f'role="img" aria-label="committed per minute" xmlns="http://www.w3.org/2000/svg">{bars}</svg>')
+
+
+def status_bar(counts: dict[str, int], order: Sequence[str], *, width: int = 220) -> Markup:
+    total = sum(counts.get(s, 0) for s in order)
+    if not total:
+        return Markup('<span class="muted">empty</span>')
+    x, parts = 0.0, []
+    for status in order:
+        n = counts.get(status, 0)
+        if not n:
+            continue
+        w = width * n / total
+        parts.append(f'<rect x="{x:.1f}" y="0" width="{w:.1f}" height="10" fill="{COLOURS.get(status, "#999")}">'
+                     f'<title>{escape(status)}: {n}</title></rect>')
+        x += w
+    return Markup(f'<svg class="statusbar" width="{width}" height="10" viewBox="0 0 {width} 10" '
+                  f'xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>')

@@ -1,0 +1,62 @@
+// FactLoom admin: keyboard shortcuts on a review item, row selection in the queue. No dependencies.
+(function () {
+  "use strict";
+
+  function typing(event) {
+    var t = event.target;
+    return t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName));
+  }
+
+  // review item: a accept, r reject, e correct, j/k next/previous, / focus the reason
+  var item = document.querySelector("[data-shortcuts]");
+  if (item) {
+    document.addEventListener("keydown", function (event) {
+      if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
+      if (event.key === "Escape" && typing(event)) { event.target.blur(); return; }
+      if (typing(event)) return;
+      var key = event.key.toLowerCase();
+      if (key === "/") {
+        var reason = document.getElementById("reason");
+        if (reason) { event.preventDefault(); reason.focus(); }
+        return;
+      }
+      if (key === "e") {
+        var correct = document.getElementById("correct");
+        if (correct) { event.preventDefault(); correct.open = true; document.getElementById("c-object").focus(); }
+        return;
+      }
+      var target = document.querySelector('[data-key="' + key + '"]');
+      if (!target) return;
+      event.preventDefault();
+      if (target.tagName === "BUTTON") {
+        if (target.form && target.form.dataset.sent) return;  // one decision per page
+        if (target.form) target.form.dataset.sent = "1";
+        target.click();
+      } else {
+        window.location.href = target.href;
+      }
+    });
+  }
+
+  // queue: select rows, select all, enable the bulk buttons
+  var bulk = document.getElementById("bulk");
+  if (bulk) {
+    var boxes = Array.prototype.slice.call(bulk.querySelectorAll('input[name="ids"]'));
+    var all = document.getElementById("select-all");
+    var count = document.getElementById("sel-count");
+    var buttons = bulk.querySelectorAll("[data-needs-selection]");
+    var refresh = function () {
+      var n = boxes.filter(function (b) { return b.checked; }).length;
+      count.textContent = n + " selected";
+      buttons.forEach(function (b) { b.disabled = n === 0; });
+      boxes.forEach(function (b) { b.closest("tr").classList.toggle("selected", b.checked); });
+      if (all) { all.checked = n > 0 && n === boxes.length; all.indeterminate = n > 0 && n < boxes.length; }
+    };
+    boxes.forEach(function (b) { b.addEventListener("change", refresh); });
+    if (all) all.addEventListener("change", function () {
+      boxes.forEach(function (b) { b.checked = all.checked; });
+      refresh();
+    });
+    refresh();
+  }
+})();

@@ -1,0 +1,118 @@
+// FactLoom admin: interactive graphs (Cytoscape.js, served from node_modules by the app).
+// A container names its elements (a JSON script block) and, optionally, the URL that expands a node.
+(function () {
+  "use strict";
+  if (typeof cytoscape === "undefined") {
+    document.querySelectorAll(".graph").forEach(function (el) {
+      el.innerHTML = '<p class="empty">The graph library is missing: run scripts/setup.sh (npm ci).</p>';
+    });
+    return;
+  }
+
+  var STYLE = [
+    { selector: "node", style: {
+      "background-color": "#94a3b8", "label": "data(label)", "font-size": 11, "color": "#1f2433",
+      "text-valign": "bottom", "text-margin-y": 4, "width": 18, "height": 18, "text-wrap": "ellipsis",
+      "text-max-width": 140, "border-width": 2, "border-color": "#fff", "text-background-color": "#fff",
+      "text-background-opacity": 0.75, "text-background-padding": 1 } },
+    { selector: "node.expanded", style: { "background-color": "#64748b" } },
+    { selector: "node.focus, node.seed", style: { "background-color": "#4f46e5", "width": 28, "height": 28,
+      "font-weight": "bold", "font-size": 12 } },
+    { selector: "node.new", style: { "background-color": "#fff", "border-color": "#f59e0b", "border-style": "dashed",
+      "border-width": 3 } },
+    { selector: "node.answer", style: { "background-color": "#10b981", "width": 26, "height": 26, "font-weight": "bold" } },
+    { selector: "node:selected", style: { "border-color": "#f59e0b", "border-width": 3 } },
+    { selector: "edge", style: {
+      "width": 1.5, "line-color": "#c3c8d8", "target-arrow-color": "#c3c8d8", "target-arrow-shape": "triangle",
+      "curve-style": "bezier", "arrow-scale": 0.8, "label": "data(label)", "font-size": 9, "color": "#6b7285",
+      "text-rotation": "autorotate", "text-background-color": "#fcfcfe", "text-background-opacity": 0.9 } },
+    { selector: "edge.claim", style: { "line-color": "#f59e0b", "target-arrow-color": "#f59e0b",
+      "line-style": "dashed", "width": 3, "color": "#b45309", "font-weight": "bold", "font-size": 11 } },
+    { selector: "edge.hl", style: { "line-color": "#4f46e5", "target-arrow-color": "#4f46e5", "width": 3.5,
+      "color": "#3730a3", "font-weight": "bold", "z-index": 10 } },
+    { selector: ".faded", style: { "opacity": 0.25 } },
+  ];
+
+  function layout(cy, eles) {
+    var opts = { name: "cose", animate: false, nodeRepulsion: 9000, idealEdgeLength: 90, padding: 30,
+                 randomize: false, fit: true };
+    (eles || cy.elements()).layout(opts).run();
+  }
+
+  function setup(container) {
+    var data = JSON.parse(document.getElementById(container.dataset.graph).textContent || "[]");
+    var cy = cytoscape({ container: container, elements: data, style: STYLE, wheelSensitivity: 0.3,
+                         minZoom: 0.1, maxZoom: 4 });
+    container._cy = cy;
+    layout(cy);
+    var wrap = container.parentNode;
+    var tip = wrap.querySelector(".graph-tip");
+    wrap.querySelectorAll("[data-zoom]").forEach(function (b) {
+      b.addEventListener("click", function () {
+        var how = b.dataset.zoom;
+        if (how === "fit") { cy.fit(undefined, 30); return; }
+        var z = cy.zoom() * (how === "in" ? 1.3 : 1 / 1.3);
+        cy.zoom({ level: z, renderedPosition: { x: container.clientWidth / 2, y: container.clientHeight / 2 } });
+      });
+    });
+    cy.on("mouseover", "node, edge", function (e) {
+      var d = e.target.data();
+      tip.textContent = e.target.isNode() ? d.label : d.label + (d.sources && d.sources.length ? " · " + d.sources.join(", ") : "");
+      tip.style.display = "block";
+    });
+    cy.on("mouseout", "node, edge", function () { tip.style.display = "none"; });
+
+    var expandUrl = container.dataset.expand;
+    var entity = function (id) { return /^[0-9a-f]{16,64}$/.test(id); };
+    if (expandUrl) {
+      cy.on("tap", "node", function (e) {
+        var node = e.target;
+        if (node.hasClass("expanded") || !entity(node.id())) return;
+        node.addClass("expanded");
+        var q = new URLSearchParams({ kb: container.dataset.kb, id: node.id() });
+        if (container.dataset.asOf) q.set("as_of", container.dataset.asOf);
+        fetch(expandUrl + "?" + q.toString(), { credentials: "same-origin", headers: { Accept: "application/json" } })
+          .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
+          .then(function (body) {
+            var fresh = body.elements.filter(function (el) { return cy.getElementById(el.data.id).empty(); });
+            fresh.forEach(function (el) { if (!el.data.source) { el.position = { x: node.position("x") + (Math.random() - 0.5) * 80, y: node.position("y") + (Math.random() - 0.5) * 80 }; } });
+            var added = cy.add(fresh.map(function (el) { return Object.assign({}, el, { classes: (el.classes || "").replace("expanded", "") }); }));
+            node.addClass("expanded");
+            if (added.length) {
+              var around = node.closedNeighborhood().union(added);
+              around.layout({ name: "concentric", boundingBox: { x1: node.position("x") - 160, y1: node.position("y") - 160, w: 320, h: 320 },
+                              concentric: function (n) { return n.same(node) ? 2 : 1; }, levelWidth: function () { return 1; },
+                              animate: true, animationDuration: 250, fit: false }).run();
+            }
+          })
+          .catch(function () { node.removeClass("expanded"); });
+      });
+      cy.on("dbltap", "node", function (e) {
+        if (!entity(e.target.id())) return;
+        window.location.href = "/admin/graph/entity/" + e.target.id() + "?kb=" + encodeURIComponent(container.dataset.kb);
+      });
+    }
+    return cy;
+  }
+
+  document.querySelectorAll("[data-graph]").forEach(setup);
+
+  // Ask: a click on an answer highlights its paths
+  var answers = document.getElementById("answers");
+  var canvas = document.getElementById("ask-graph");
+  if (answers && canvas && canvas._cy) {
+    var cy = canvas._cy;
+    var pick = function (rank) {
+      answers.querySelectorAll("li").forEach(function (li) { li.classList.toggle("on", li.dataset.rank === String(rank)); });
+      cy.elements().removeClass("hl faded");
+      var path = cy.edges().filter(function (e) { return (e.data("answers") || []).indexOf(rank) >= 0; });
+      var keep = path.union(path.connectedNodes());
+      cy.elements().difference(keep).addClass("faded");
+      path.addClass("hl");
+    };
+    answers.querySelectorAll("li").forEach(function (li) {
+      li.addEventListener("click", function () { pick(Number(li.dataset.rank)); });
+    });
+    if (answers.querySelector("li")) pick(0);
+  }
+})();

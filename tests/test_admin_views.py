@@ -1,0 +1,263 @@
+"""The admin UI's view logic on a real (migrated SQLite) ledger: roles, sessions, filters, keyset pages.
+
+The pages here run in-process (FastAPI's TestClient) against the ledger only; the browser tests in
+``test_admin_browser.py`` drive the whole platform.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import insert
+
+from factloom.config import Settings
+from factloom.ledger import Database, FactSubmission, IngestBatch, Status
+from factloom.platform.admin import queue as q
+from factloom.platform.admin.auth import role_allows
+from factloom.platform.admin.routes_auth import safe_next
+from factloom.platform.admin.security import new_session, session_data, sign, unsign
+from factloom.platform.admin.users import create_user
+from factloom.platform.migrate import migrate_sql
+
+# ---------------------------------------------------------------- pure logic
+
+
+def test_roles_admin_may_all_reviewer_only_review() -> None:
+    assert role_allows("admin", "admin") and role_allows("admin", "reviewer")
+    assert role_allows("reviewer", "reviewer") and not role_allows("reviewer", "admin")
+    assert not role_allows("root", "reviewer") and not role_allows("", "reviewer")
+
+
+def test_session_cookie_is_tamper_evident_and_expires() -> None:
+    key = b"k" * 32
+    value = sign(key, new_session("u1", hours=1, now=1000.0))
+    assert session_data(unsign(key, value, now=1001.0)).user_id == "u1"  # type: ignore[union-attr]
+    assert unsign(key, value, now=1000.0 + 3601) is None  # expired
+    assert unsign(b"other-key" * 4, value, now=1001.0) is None  # another server's key
+    body, mac = value.split(".")
+    forged = sign(b"x", {"uid": "admin", "csrf": "c", "exp": 9e9}).split(".")[0] + "." + mac
+    assert unsign(key, forged, now=1001.0) is None
+    assert unsign(key, "garbage", now=1001.0) is None and unsign(key, None) is None
+
+
+def test_safe_next_stays_inside_the_admin_ui() -> None:
+    assert safe_next("/admin/review/abc?kb=x") == "/admin/review/abc?kb=x"
+    for bad in ("https://evil.example/admin/x", "//evil.example/admin/", "/v1/facts", "/admin/login", "",
+                "/admin\\..\\x", "javascript:alert(1)"):
+        assert safe_next(bad) == "/admin/queue", bad
+
+
+def test_filters_parse_explain_and_round_trip() -> None:
+    filters, errors = q.parse_filters({"predicate": " release_year ", "p_min": "0.8", "p_max": "0.2",
+                                       "age": "forever", "sort": "p_desc"})
+    assert (filters.predicate, filters.p_min, filters.p_max, filters.age, filters.sort) == (
+        "release_year", 0.2, 0.8, "any", "p_desc")
+    assert len(errors) == 2 and "swapped" in errors[0] and "age" in errors[1]
+    again, none = q.parse_filters(dict(re.findall(r"([^&=]+)=([^&]*)", filters.query())))
+    assert again == filters and none == []
+    bad, errors = q.parse_filters({"p_min": "lots", "p_max": "1.5", "sort": "random"})
+    assert bad.p_min is None and bad.p_max is None and bad.sort == "oldest" and len(errors) == 3
+    assert not q.QueueFilters().active and q.QueueFilters(source="blog").active
+
+
+def test_cursor_round_trip_and_foreign_cursors_are_ignored() -> None:
+    at = datetime(2026, 1, 2, 3, 4, 5)
+    assert q.decode_cursor(q.encode_cursor("oldest", at, "id1"), "oldest") == (at, "id1")
+    assert q.decode_cursor(q.encode_cursor("p_asc", 0.25, "id2"), "p_asc") == (0.25, "id2")
+    assert q.decode_cursor(q.encode_cursor("p_asc", 0.25, "id2"), "oldest") is None  # made for another sort
+    for junk in ("", "!!!", "bm90IGpzb24", q.encode_cursor("oldest", "not a date", "x")):
+        assert q.decode_cursor(junk, "oldest") is None
+
+
+# ---------------------------------------------------------------- a ledger with a big queue
+
+N = 10_000
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> Database:
+    url = f"sqlite:///{tmp_path_factory.mktemp('admin') / 'ledger.db'}"
+    migrate_sql(url)
+    db = Database(url)
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    with db.session() as session:
+        session.add(IngestBatch(id="b" * 32, kb="big", count=N))
+        session.add(IngestBatch(id="c" * 32, kb="big", count=5))
+        session.flush()
+        rows = [
+            {"id": f"{i:032x}", "batch_id": "b" * 32 if i % 7 else "c" * 32, "kb": "big", "key": f"k{i}",
+             "fact_id": f"f{i}", "subject": f"Film {i}", "predicate": "release_year" if i % 3 else "directed_by",
+             "object": str(1900 + i % 120), "source": "blog" if i % 2 else "imdb",
+             # ties on purpose: ten rows per timestamp, probabilities on a coarse grid, some abstained
+             "created_at": start + timedelta(seconds=i // 10),
+             "updated_at": start, "probability": None if i % 97 == 0 else round((i * 37 % 100) / 100, 2),
+             "status": Status.needs_review if i % 50 else Status.committed, "attempts": 1}
+            for i in range(N)
+        ]
+        session.execute(insert(FactSubmission), rows)
+    return db
+
+
+def _walk(db: Database, filters: q.QueueFilters, limit: int) -> tuple[list[str], list[float]]:
+    ids: list[str] = []
+    seconds: list[float] = []
+    after = None
+    while True:
+        t0 = time.perf_counter()
+        page = q.list_queue(db=db, filters=filters, limit=limit, after=after,
+                            now=datetime(2026, 1, 2, tzinfo=timezone.utc))
+        seconds.append(time.perf_counter() - t0)
+        ids += [r.id for r in page.rows]
+        if page.next_cursor is None:
+            return ids, seconds
+        after = page.next_cursor
+
+
+def _expected(db: Database, filters: q.QueueFilters) -> list[str]:
+    with db.session() as session:
+        rows = session.query(FactSubmission).filter(FactSubmission.status == Status.needs_review)
+        if filters.predicate:
+            rows = rows.filter(FactSubmission.predicate == filters.predicate)
+        if filters.source:
+            rows = rows.filter(FactSubmission.source == filters.source)
+        items = [(r.created_at, -1.0 if r.probability is None else r.probability, r.id) for r in rows]
+    if filters.sort in ("oldest", "newest"):
+        items.sort(key=lambda t: (t[0], t[2]), reverse=filters.sort == "newest")
+    else:
+        items.sort(key=lambda t: (t[1], t[2]), reverse=filters.sort == "p_desc")
+    return [t[2] for t in items]
+
+
+@pytest.mark.parametrize("sort", list(q.SORTS))
+def test_keyset_pages_cover_the_queue_once_in_order(ledger: Database, sort: str) -> None:
+    filters = q.QueueFilters(kb="big", sort=sort)
+    ids, seconds = _walk(ledger, filters, limit=200)
+    expected = _expected(ledger, filters)
+    assert len(expected) == N - N // 50
+    assert ids == expected  # no row lost or repeated across 49 page boundaries, ties included
+    # a deep page costs what the first does (keyset, not OFFSET): compare the last pages with the first ones
+    first, last = statistics.median(seconds[:5]), statistics.median(seconds[-5:])
+    print(f"\nqueue sort={sort}: {len(seconds)} pages of 200 over {len(ids)} rows, "
+          f"first pages {first * 1000:.1f} ms, last pages {last * 1000:.1f} ms")
+    assert last < max(4 * first, 0.05)
+
+
+def test_filtered_pages_back_and_forth_and_neighbours(ledger: Database) -> None:
+    filters = q.QueueFilters(kb="big", predicate="release_year", source="blog", sort="p_desc")
+    expected = _expected(ledger, filters)
+    now = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    first = q.list_queue(db=ledger, filters=filters, limit=50, now=now)
+    second = q.list_queue(db=ledger, filters=filters, limit=50, after=first.next_cursor, now=now)
+    back = q.list_queue(db=ledger, filters=filters, limit=50, before=second.prev_cursor, now=now)
+    assert [r.id for r in first.rows] == expected[:50] and [r.id for r in second.rows] == expected[50:100]
+    assert [r.id for r in back.rows] == expected[:50] and back.prev_cursor is None
+    assert first.matching == len(expected) and first.prev_cursor is None
+    prev_id, next_id = q.neighbours(db=ledger, filters=filters, submission_id=expected[10], now=now)
+    assert (prev_id, next_id) == (expected[9], expected[11])
+    assert q.neighbours(db=ledger, filters=filters, submission_id=expected[0], now=now)[0] is None
+    older = q.list_queue(db=ledger, filters=q.QueueFilters(kb="big", age="1d+"), limit=10, now=now)
+    assert older.matching == 0  # every row is younger than a day at ``now``
+    facets = q.facets(db=ledger, kb="big")
+    assert dict(facets["source"]).keys() == {"blog", "imdb"} and sum(dict(facets["kb"]).values()) == len(
+        _expected(ledger, q.QueueFilters(kb="big")))
+
+
+# ---------------------------------------------------------------- pages in-process (ledger only)
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    from factloom.platform.app import create_app
+
+    home: Path = tmp_path_factory.mktemp("admin-home")
+    settings = Settings(_env_file=None, home=home, admin_secret="test-secret-" + "x" * 20,  # type: ignore[call-arg]
+                        neo4j_uri="bolt://127.0.0.1:9", redis_url="redis://127.0.0.1:9/0")
+    migrate_sql(settings.sql_url)
+    db = Database(settings.sql_url)
+    create_user(db=db, name="rita", role="reviewer", password="reviewer-pass")
+    create_user(db=db, name="ada", role="admin", password="admin-pass-1")
+    db.dispose()
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as test_client:
+        yield test_client
+
+
+def _sign_in(client: TestClient, name: str, password: str) -> str:
+    client.cookies.clear()
+    page = client.get("/admin/login")
+    token = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+    response = client.post("/admin/login", data={"name": name, "password": password, "csrf": token,
+                                                  "next": "/admin/queue"}, follow_redirects=False)
+    assert response.status_code == 303, response.text
+    queue = client.get("/admin/queue")
+    assert queue.status_code == 200
+    return re.search(r'name="csrf" value="([^"]+)"', queue.text).group(1)  # type: ignore[union-attr]
+
+
+def test_signed_out_pages_redirect_and_api_answers_401(client: TestClient) -> None:
+    client.cookies.clear()
+    page = client.get("/admin/review/abc?kb=x", follow_redirects=False)
+    assert page.status_code == 303 and page.headers["location"] == "/admin/login?next=%2Fadmin%2Freview%2Fabc%3Fkb%3Dx"
+    api = client.get("/admin/api/graph/expand", params={"id": "x"})
+    assert api.status_code == 401 and api.headers["content-type"] == "application/problem+json"
+    assert client.post("/admin/queue/bulk", data={"decision": "accept"}).status_code == 401
+
+
+def test_sign_in_needs_the_form_token_and_the_password(client: TestClient) -> None:
+    client.cookies.clear()
+    token = re.search(r'name="csrf" value="([^"]+)"', client.get("/admin/login").text).group(1)  # type: ignore
+    wrong = client.post("/admin/login", data={"name": "rita", "password": "nope-nope", "csrf": token})
+    assert wrong.status_code == 401 and "wrong password" in wrong.text
+    forged = client.post("/admin/login", data={"name": "rita", "password": "reviewer-pass", "csrf": "made-up"})
+    assert forged.status_code == 403 and "fl_session" not in forged.cookies
+
+
+def test_reviewer_is_refused_admin_pages_and_actions(client: TestClient) -> None:
+    csrf = _sign_in(client, "rita", "reviewer-pass")
+    for path in ("/admin/users", "/admin/batches"):
+        page = client.get(path)
+        assert page.status_code == 403 and "Not allowed" in page.text, path
+    create = client.post("/admin/users", data={"name": "eve", "role": "admin", "password": "eve-password",
+                                               "csrf": csrf})
+    assert create.status_code == 403
+    queue = client.get("/admin/queue")
+    assert "Batches" not in queue.text and "Review queue" in queue.text
+
+
+def test_admin_pages_and_csrf_on_every_post(client: TestClient) -> None:
+    csrf = _sign_in(client, "ada", "admin-pass-1")
+    assert client.get("/admin/batches").status_code == 200
+    no_token = client.post("/admin/users", data={"name": "bob", "role": "reviewer", "password": "bob-password"})
+    assert no_token.status_code == 403 and "Form expired" in no_token.text
+    made = client.post("/admin/users", data={"name": "bob", "role": "reviewer", "password": "bob-password",
+                                             "csrf": csrf}, follow_redirects=True)
+    assert made.status_code == 200 and "bob" in made.text and "Created reviewer bob" in made.text
+    dup = client.post("/admin/users", data={"name": "bob", "role": "reviewer", "password": "bob-password",
+                                            "csrf": csrf})
+    assert dup.status_code == 409
+    off = client.post("/admin/users/bob/disabled", data={"disabled": "yes", "csrf": csrf}, follow_redirects=True)
+    assert off.status_code == 200 and "disabled" in off.text
+    client.cookies.clear()
+    token = re.search(r'name="csrf" value="([^"]+)"', client.get("/admin/login").text).group(1)  # type: ignore
+    assert client.post("/admin/login", data={"name": "bob", "password": "bob-password", "csrf": token}
+                       ).status_code == 401  # disabled accounts cannot sign in
+
+
+def test_sign_out_ends_the_session(client: TestClient) -> None:
+    csrf = _sign_in(client, "rita", "reviewer-pass")
+    assert client.post("/admin/logout", data={"csrf": csrf}, follow_redirects=False).status_code == 303
+    assert client.get("/admin/queue", follow_redirects=False).status_code == 303
+
+
+def test_static_and_vendor_files_are_served_locally(client: TestClient) -> None:
+    assert client.get("/admin/static/admin.css").headers["content-type"].startswith("text/css")
+    assert client.get("/admin/static/../app.py").status_code == 404
+    vendor = client.get("/admin/vendor/cytoscape.min.js")
+    assert vendor.status_code == 200 and len(vendor.content) > 100_000  # installed by npm ci in setup.sh
+    assert client.get("/admin/vendor/left-pad.js").status_code == 404
