@@ -57,6 +57,20 @@ class Settings(BaseSettings):
             "born_in", "died_in", "capital", "has_imdb_rating", "has_imdb_votes",
         ]
     )
+    # check stage (docs/verification.md, "Check stage wiring")
+    # predicates whose object names a type of the subject (type constraints read them from the graph)
+    type_predicates: list[str] = Field(default_factory=lambda: ["type", "instance_of", "is_a"])
+    type_schema_path: str = ""  # a declared {"predicate": {"domain": [...], "range": [...]}} JSON file
+    type_min_support: int = 1  # accepted facts a type needs on a predicate's side to be allowed
+    # source trust is smoothed towards the ledger's share of true outcomes with this many pseudo-counts
+    trust_prior_strength: float = 10.0
+    # type constraints and source trust are relearned at most this often per worker process
+    verifier_refresh_s: float = 5.0
+    # the registry (active scorer / fusion per kb) is looked up at most this often per worker process
+    registry_refresh_s: float = 10.0
+    # a local CLIP checkpoint directory (save_pretrained); empty: the image verifier abstains
+    image_model_path: str = ""
+    max_image_bytes: int = 2_000_000  # an uploaded evidence image, decoded
     # the sweeper re-enqueues submissions untouched for this long
     sweep_after_s: float = 60.0
     sweep_every_s: float = 30.0
@@ -86,6 +100,15 @@ class Settings(BaseSettings):
     @property
     def sql_url(self) -> str:
         return self.database_url or f"sqlite:///{self.home / 'factloom.db'}"
+
+    @property
+    def evidence_dir(self) -> Path:
+        """Uploaded evidence files, stored by content hash (``images/ab/abcdef….png``)."""
+        return self.home / "evidence"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.home / "models"
 
     @property
     def base_url(self) -> str:

@@ -31,3 +31,13 @@ def test_trust_is_learned_from_outcomes() -> None:
     trust = SourceTrust().learn([("a", True), ("a", True), ("a", False)])
     assert trust.trust("a") == 3 / 5
     assert trust.trust("unseen") == 0.5
+
+
+def test_new_sources_start_at_the_average_and_strangers_abstain() -> None:
+    trust = SourceTrust.from_counts({"wiki": (98, 2), "spam": (0, 30)}, strength=10)
+    base = 99 / 132
+    assert abs(trust.trust("newbie") - base) < 1e-9
+    assert trust.trust("spam") < 0.5 < trust.trust("wiki")
+    v = CorroborationVerifier(trust)
+    two_strangers = [_claim("x"), _claim("y")]
+    assert [r.probability for r in v.check(two_strangers, {}, datetime.now(UTC))] == [None, None]

@@ -185,6 +185,42 @@ class Neo4jStore:
             out[wanted[(row["key"], row["predicate"])]].append(_stored(row))
         return out
 
+    def entity_types(self, kb: str, names: Iterable[str], type_predicates: Sequence[str]) -> dict[str, list[str]]:
+        """Types (normalised keys of the objects of type facts) per entity name; untyped names are absent."""
+        by_key: dict[str, list[str]] = {}
+        for name in names:
+            by_key.setdefault(entity_key(name), []).append(name)
+        if not by_key or not type_predicates:
+            return {}
+        rows = self.run(q.ENTITY_TYPES, routing="r", kb=check_kb(kb), keys=sorted(by_key),
+                        type_predicates=list(type_predicates))
+        return {name: sorted(r["types"]) for r in rows if r["types"] for name in by_key[r["key"]]}
+
+    def type_counts(
+        self, kb: str, type_predicates: Sequence[str]
+    ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+        """(domain, range): predicate → type → how many current facts have a subject (object) of that type."""
+        out: list[dict[str, dict[str, int]]] = []
+        for query in (q.TYPE_DOMAIN_COUNTS, q.TYPE_RANGE_COUNTS):
+            counts: dict[str, dict[str, int]] = {}
+            if type_predicates:
+                for r in self.run(query, routing="r", kb=check_kb(kb), type_predicates=list(type_predicates)):
+                    counts.setdefault(r["predicate"], {})[r["type"]] = int(r["n"])
+            out.append(counts)
+        return out[0], out[1]
+
+    def accepted_triples(self, kb: str, page: int = 100_000) -> list[tuple[str, str, str]]:
+        """Every accepted, current fact of ``kb`` as a (subject, predicate, object) name triple."""
+        check_kb(kb)
+        out: list[tuple[str, str, str]] = []
+        after = ""
+        while True:
+            rows = self.run(q.ACCEPTED_TRIPLES, routing="r", kb=kb, after=after, limit=page)
+            out.extend((r["subject"], r["predicate"], r["object"]) for r in rows)
+            if len(rows) < page:
+                return out
+            after = rows[-1]["fact_id"]
+
     def facts_by_id(self, kb: str, fact_ids: Sequence[str]) -> list[StoredFact]:
         rows = self.run(q.FACTS_BY_ID, routing="r", kb=check_kb(kb), fact_ids=list(fact_ids))
         return [_stored(r) for r in rows]

@@ -29,6 +29,7 @@ class Claim:
     valid_from: datetime | None = None
     valid_to: datetime | None = None
     evidence_text: str | None = None
+    image_path: str | None = None  # the stored evidence image, when one was uploaded with the fact
 
 
 @dataclass(frozen=True, slots=True)

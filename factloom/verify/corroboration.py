@@ -35,6 +35,17 @@ class SourceTrust:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(sources={len(self.counts)})"
 
+    @classmethod
+    def from_counts(cls, counts: Mapping[str, tuple[int, int]], strength: float = 10.0) -> SourceTrust:
+        """Trust from per-source (true, false) counts, smoothed towards the share of true outcomes
+        over all sources with ``strength`` pseudo-counts: a new source starts where the average one is."""
+        t = sum(c[0] for c in counts.values())
+        n = t + sum(c[1] for c in counts.values())
+        base = (t + 1.0) / (n + 2.0)
+        trust = cls(prior_true=base * strength, prior_false=(1.0 - base) * strength)
+        trust.counts = {s: (int(a), int(b)) for s, (a, b) in counts.items()}
+        return trust
+
     def learn(self, outcomes: Iterable[tuple[str, bool]]) -> SourceTrust:
         for source, true in outcomes:
             t, f = self.counts.get(source, (0, 0))
@@ -52,7 +63,8 @@ class SourceTrust:
 class CorroborationVerifier:
     """Sources of the same fact in the graph and in the chunk, combined by noisy-or of their trust.
 
-    A claim asserted by a single source of average trust abstains: one voice corroborates nothing.
+    When none of a claim's sources has a history (a fresh ledger, new sources) the verifier abstains:
+    trust nobody has earned says nothing either way.
     """
 
     name = "corroboration"
@@ -77,16 +89,17 @@ class CorroborationVerifier:
         return out
 
     def _result(self, sources: list[str]) -> VerifierResult:
-        if len(sources) < 2 and not (sources and self.trust.counts.get(sources[0])):
-            return VerifierResult(self.name, None, "no independent source to corroborate",
-                                  details={"sources": sources}, model_version=self.version)
+        if not any(self.trust.counts.get(s) for s in sources):
+            why = "no source with a track record" if sources else "no source given"
+            return VerifierResult(self.name, None, why, details={"sources": sources}, model_version=self.version)
         miss = 1.0
         for s in sources:
             miss *= 1.0 - self.trust.trust(s)
         p = 1.0 - miss
-        trusts = ", ".join(f"{s} ({self.trust.trust(s):.2f})" for s in sources)
-        return VerifierResult(self.name, p, f"asserted by {len(sources)} source(s): {trusts}", score=p,
-                              details={"sources": sources}, model_version=self.version)
+        trust = {s: round(self.trust.trust(s), 4) for s in sources}
+        listed = ", ".join(f"{s} (trust {t:.2f})" for s, t in trust.items())
+        return VerifierResult(self.name, p, f"asserted by {len(sources)} source(s): {listed}", score=p,
+                              details={"sources": sources, "trust": trust}, model_version=self.version)
 
 
 def _key(s: str, p: str, o: str) -> tuple[str, str, str]:

@@ -4,7 +4,9 @@ Learned from the accepted graph — a predicate's domain (range) is the set of t
 subjects (objects) in at least ``min_support`` accepted facts — and overridden per predicate by a
 declared schema (``{"predicate": {"domain": [...], "range": [...]}}``, e.g. read from a JSON file).
 An entity of unknown type, or a predicate with no learned or declared constraint, makes the verifier
-abstain: absence of evidence is not a violation.
+abstain: absence of evidence is not a violation. A learned constraint is only as good as the facts it
+was learned from, so its violation sends the fact to review (p 0.2); a declared one is a rule, and its
+violation is near-certain falsity (p 0.02).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class TypeConstraints:
         self.min_support = min_support
         self.domain: dict[str, frozenset[str]] = {}
         self.range: dict[str, frozenset[str]] = {}
+        self.declared: set[tuple[str, str]] = set()  # (predicate, "domain" | "range") set by a schema
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(predicates={len(self.domain)}, min_support={self.min_support})"
@@ -64,12 +67,24 @@ class TypeConstraints:
             self.range[p] = frozenset(t for t, n in c.items() if n >= self.min_support)
         return self
 
+    def learn_counts(
+        self, domain: Mapping[str, Mapping[str, int]], range_: Mapping[str, Mapping[str, int]]
+    ) -> TypeConstraints:
+        """Learn from per-predicate type counts (as ``Neo4jStore.type_counts`` aggregates them)."""
+        for p, c in domain.items():
+            self.domain[p] = frozenset(t for t, n in c.items() if n >= self.min_support)
+        for p, c in range_.items():
+            self.range[p] = frozenset(t for t, n in c.items() if n >= self.min_support)
+        return self
+
     def override(self, schema: Schema) -> TypeConstraints:
         for p, spec in schema.items():
             if "domain" in spec:
                 self.domain[p] = frozenset(spec["domain"])
+                self.declared.add((p, "domain"))
             if "range" in spec:
                 self.range[p] = frozenset(spec["range"])
+                self.declared.add((p, "range"))
         return self
 
 
@@ -88,22 +103,25 @@ class TypeVerifier:
 
     def _check_one(self, claim: Claim) -> VerifierResult:
         problems = []
-        judged = False
-        for side, entity, allowed in (
-            ("subject", claim.subject, self.constraints.domain.get(claim.predicate)),
-            ("object", claim.object, self.constraints.range.get(claim.predicate)),
+        judged = declared = False
+        for side, part, entity, allowed in (
+            ("subject", "domain", claim.subject, self.constraints.domain.get(claim.predicate)),
+            ("object", "range", claim.object, self.constraints.range.get(claim.predicate)),
         ):
             types = set(self.entity_types.get(entity, ()))
             if not allowed or not types:
                 continue
             judged = True
             if not types & allowed:
-                problems.append(f"{side} '{entity}' is {', '.join(sorted(types))}, "
-                                f"'{claim.predicate}' takes {', '.join(sorted(allowed)[:5])}")
+                rule = (claim.predicate, part) in self.constraints.declared
+                declared |= rule
+                problems.append(f"{side} '{entity}' is {', '.join(sorted(types))}, '{claim.predicate}' "
+                                f"{'must take' if rule else 'has only taken'} {', '.join(sorted(allowed)[:5])}")
         if not judged:
             return VerifierResult(self.name, None, "no type constraint applies", model_version=self.version)
         if problems:
-            return VerifierResult(self.name, 0.05, "type violation: " + "; ".join(problems),
-                                  score=0.05, details={"rule": "types"}, model_version=self.version)
+            p = 0.02 if declared else 0.2
+            return VerifierResult(self.name, p, "type violation: " + "; ".join(problems), score=p,
+                                  details={"rule": "types", "declared": declared}, model_version=self.version)
         return VerifierResult(self.name, 0.9, "types fit the predicate", score=0.9,
                               details={"rule": "types"}, model_version=self.version)

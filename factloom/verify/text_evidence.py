@@ -5,10 +5,13 @@ claims and sentences of a chunk are embedded in one batched call of the sentence
 cosine between the claim and any of its sentences goes through a logistic link
 
 .. math::
-    p = \\sigma\\big(a\\,(\\max_j \\cos(c, e_j) - b)\\big)
+    p = f + (1 - f)\\,\\sigma\\big(a\\,(\\max_j \\cos(c, e_j) - b)\\big)
 
 whose ``a, b`` are fitted on labelled evidence (defaults: a middle of 0.5 and a slope of 10, a
-reasonable start for all-MiniLM-L6-v2). No evidence text: the verifier abstains.
+reasonable start for all-MiniLM-L6-v2). The floor ``f`` (default 0.25) is there because a cosine can
+tell that a sentence states the claim, not that it refutes it: evidence that does not support the
+claim raises doubt (review), it never makes the claim near-certainly false. No evidence text: the
+verifier abstains.
 """
 
 from __future__ import annotations
@@ -41,13 +44,15 @@ class TextEvidenceVerifier:
     """Args:
         encode: texts → L2-normalised embeddings, e.g. ``Embedder.encode``.
         slope, middle: the logistic link from best cosine to probability.
+        floor: the lowest probability unsupportive evidence can give.
         version: the sentence model's version, stored with each result.
     """
 
     name = "text_evidence"
 
-    def __init__(self, encode: Encode, slope: float = 10.0, middle: float = 0.5, version: str = "text-1") -> None:
-        self.encode, self.slope, self.middle, self.version = encode, slope, middle, version
+    def __init__(self, encode: Encode, slope: float = 10.0, middle: float = 0.5, version: str = "text-1",
+                 floor: float = 0.25) -> None:
+        self.encode, self.slope, self.middle, self.version, self.floor = encode, slope, middle, version, floor
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(slope={self.slope}, middle={self.middle}, version={self.version!r})"
@@ -67,7 +72,7 @@ class TextEvidenceVerifier:
             cos = sent_vec[si:si + len(sents)] @ claim_vec[ci]  # (S,)
             best = int(np.argmax(cos))
             c = float(cos[best])
-            p = 1.0 / (1.0 + math.exp(-self.slope * (c - self.middle)))
+            p = self.floor + (1.0 - self.floor) / (1.0 + math.exp(-self.slope * (c - self.middle)))
             verb = "supports" if p >= 0.5 else "does not support"
             out.append(VerifierResult(
                 self.name, p, f"evidence {verb} the claim (cosine {c:.2f}): \"{sents[best][:120]}\"",

@@ -1,17 +1,40 @@
-"""What a worker process opens once and reuses across tasks: ledger, graph store, models."""
+"""What a worker process opens once and reuses across tasks: ledger, graph store, models, verifiers."""
 
 from __future__ import annotations
 
 import threading
 from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from factloom.config import Settings, get_settings
 from factloom.graph import Neo4jStore
 from factloom.ledger import Database
 from factloom.model.embedder import Embedder
-from factloom.verify import ConsistencyVerifier, VerdictRule, Verifier
+from factloom.verify import VerdictRule
+from factloom.workers.registry import ActiveModels
+from factloom.workers.verifiers import CheckSetup
 
-__all__ = ["WorkerContext", "context"]
+__all__ = ["WorkerContext", "context", "load_scorer", "load_fusion"]
+
+
+def load_scorer(path: Path, version: str) -> Any:
+    """A registered scorer artefact as the plausibility verifier."""
+    from factloom.verify.plausibility import PlausibilityVerifier
+
+    return PlausibilityVerifier.load(path, version=version)
+
+
+def load_fusion(path: Path, version: str) -> Any:
+    """A registered learned fusion (its own thresholds inside); ``version`` names it in the results."""
+    from factloom.verify.fuse_model import LearnedFusion
+
+    fusion = LearnedFusion.load(path)
+    fusion.version = version
+    return fusion
 
 
 class WorkerContext:
@@ -29,15 +52,25 @@ class WorkerContext:
 
     @cached_property
     def embedder(self) -> Embedder:
-        return Embedder(self.settings.embedder_path or None, device=self.settings.device)
+        with self._lock:
+            return Embedder(self.settings.embedder_path or None, device=self.settings.device)
+
+    def encode(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        return self.embedder.encode(texts)
 
     @cached_property
-    def verifiers(self) -> list[Verifier]:
-        return [ConsistencyVerifier(self.settings.functional_predicates)]
+    def registry(self) -> ActiveModels:
+        return ActiveModels(self.db, {"scorer": load_scorer, "fusion": load_fusion},
+                            ttl_s=self.settings.registry_refresh_s)
 
     @cached_property
+    def checks(self) -> CheckSetup:
+        return CheckSetup(self.settings, self.db, self.store, self.encode, self.registry,
+                          text_version=lambda: self.embedder.version)
+
+    @property
     def rule(self) -> VerdictRule:
-        return VerdictRule(accept=self.settings.accept_threshold, reject=self.settings.reject_threshold)
+        return self.checks.rule
 
 
 _context: WorkerContext | None = None

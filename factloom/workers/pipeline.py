@@ -9,12 +9,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
 
 from sqlalchemy import delete, select, update
 
 from factloom.graph import FactWrite
 from factloom.ledger import CheckResult, FactSubmission, Status
-from factloom.verify import Claim, Verdict, VerifierResult
+from factloom.ledger.evidence import image_path
+from factloom.verify import Claim, Verdict, Verifier, VerifierResult
+from factloom.verify.base import GraphView
 from factloom.workers.context import WorkerContext
 
 __all__ = ["check_submissions", "commit_submissions", "stale_submissions"]
@@ -49,28 +53,36 @@ def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
                     submission_id=row.id, fact_id=row.fact_id, subject=row.subject,
                     predicate=row.predicate, object=row.object, source=row.source,
                     valid_from=_aware(row.valid_from), valid_to=_aware(row.valid_to),
-                    evidence_text=(row.evidence or {}).get("text"),
+                    evidence_text=(row.evidence or {}).get("text"), image_path=_image_of(row.evidence),
                 )
             )
     counts = {"accepted": 0, "rejected": 0, "needs_review": 0}
     accepted: list[str] = []
     now = datetime.now(timezone.utc)
     for kb, claims in by_kb.items():
+        checkers = ctx.checks.for_chunk(kb, claims)
         graph = ctx.store.current_facts(kb, {(c.subject, c.predicate) for c in claims})
-        per_verifier = [v.check(claims, graph, now) for v in ctx.verifiers]
+        per_verifier = [_run(v, claims, graph, now) for v in checkers.verifiers]
+        thresholds = checkers.thresholds()
         checks: list[CheckResult] = []
         verdicts: list[dict[str, object]] = []
-        for i, claim in enumerate(claims):
-            results: list[VerifierResult] = [results_of[i] for results_of in per_verifier]
-            fused = ctx.rule.fuse(results)
+        grid = [[results_of[i] for results_of in per_verifier] for i in range(len(claims))]
+        fuse_many = getattr(checkers.fusion, "fuse_many", None)  # a learned fusion: one batched model call
+        all_fused = fuse_many(grid) if fuse_many else [checkers.fusion.fuse(r) for r in grid]
+        for claim, results, fused in zip(claims, grid, all_fused, strict=True):
             status = _VERDICT_STATUS[fused.verdict]
             checks.extend(_rows(claim.submission_id, results))
             checks.append(
                 CheckResult(
-                    submission_id=claim.submission_id, verifier=ctx.rule.name, score=fused.probability,
+                    submission_id=claim.submission_id, verifier="fusion", score=fused.probability,
                     probability=fused.probability, explanation=fused.reason,
-                    details={"accept": ctx.rule.accept, "reject": ctx.rule.reject, "verdict": fused.verdict.value},
-                    model_version=ctx.rule.version,
+                    details={
+                        **thresholds, "verdict": fused.verdict.value, "method": type(checkers.fusion).__name__,
+                        "versions": {**checkers.versions,
+                                     **{r.verifier: r.model_version for r in results if r.model_version}},
+                        "abstained": [r.verifier for r in results if r.probability is None],
+                    },
+                    model_version=checkers.versions.get("fusion"),
                 )
             )
             verdicts.append({"id": claim.submission_id, "status": status, "probability": fused.probability,
@@ -90,6 +102,28 @@ def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
     if accepted:
         commit_submissions(ctx, accepted)
     return counts
+
+
+def _run(verifier: Verifier, claims: Sequence[Claim], graph: GraphView, now: datetime) -> list[VerifierResult]:
+    """One verifier on the chunk; a verifier that fails abstains with the error instead of failing the task
+    (the other verifiers still judge, and nothing unchecked slips through: the fusion sees the abstention)."""
+    try:
+        results = verifier.check(claims, graph, now)
+        if len(results) != len(claims):
+            raise RuntimeError(f"{len(results)} results for {len(claims)} claims")
+        return results
+    except Exception as exc:
+        log.exception("verifier %s failed on %d claims", verifier.name, len(claims))
+        why = f"verifier failed: {type(exc).__name__}: {str(exc)[:200]}"
+        return [VerifierResult(verifier.name, None, why, details={"error": True}) for _ in claims]
+
+
+def _image_of(evidence: dict[str, Any] | None) -> str | None:
+    """The stored image's path relative to the evidence directory, from the hash the ledger keeps."""
+    image = (evidence or {}).get("image")
+    if not isinstance(image, dict) or "sha256" not in image:
+        return None
+    return str(image_path(Path("."), image["sha256"], image["content_type"]))
 
 
 def _rows(submission_id: str, results: Sequence[VerifierResult]) -> list[CheckResult]:

@@ -7,7 +7,7 @@ from fastapi import APIRouter, status
 from factloom.ledger import FactSubmission, Status
 from factloom.platform.deps import DbDep, IngestKey, SettingsDep
 from factloom.platform.ingest import service
-from factloom.platform.ingest.schemas import BatchAccepted, BatchIn, BatchOut, CheckOut, SubmissionOut
+from factloom.platform.ingest.schemas import BatchAccepted, BatchIn, BatchOut, CheckOut, FusionOut, SubmissionOut
 from factloom.platform.metrics import INGESTED
 
 __all__ = ["router", "submission_out"]
@@ -18,7 +18,8 @@ router = APIRouter(prefix="/v1", tags=["ingest"])
 @router.post("/facts", status_code=status.HTTP_202_ACCEPTED, response_model=BatchAccepted)
 def post_facts(body: BatchIn, principal: IngestKey, db: DbDep, settings: SettingsDep) -> BatchAccepted:
     submitted = service.submit(
-        db=db, kb=body.kb, facts=body.facts, max_facts=settings.max_batch_facts, api_key_id=principal.key_id
+        db=db, kb=body.kb, facts=body.facts, max_facts=settings.max_batch_facts, api_key_id=principal.key_id,
+        evidence_dir=settings.evidence_dir, max_image_bytes=settings.max_image_bytes,
     )
     service.enqueue(submitted.ids, settings.check_chunk_size)
     INGESTED.inc(len(submitted.ids))
@@ -52,5 +53,18 @@ def submission_out(row: FactSubmission) -> SubmissionOut:
                      details=c.details, model_version=c.model_version)
             for c in row.checks
         ],
+        fusion=_fusion(row),
         created_at=row.created_at, updated_at=row.updated_at, committed_at=row.committed_at,
+    )
+
+
+def _fusion(row: FactSubmission) -> FusionOut | None:
+    fused = next((c for c in row.checks if c.verifier == "fusion"), None)
+    if fused is None:
+        return None
+    d = fused.details or {}
+    return FusionOut(
+        probability=fused.probability, verdict=d.get("verdict"), method=d.get("method", "fusion"),
+        accept=d.get("accept"), reject=d.get("reject"), certificate=d.get("certificate"),
+        versions=d.get("versions") or {"fusion": fused.model_version}, abstained=d.get("abstained") or [],
     )

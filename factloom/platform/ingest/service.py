@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from factloom.graph.types import entity_key, fact_id_for
 from factloom.ledger import Database, FactSubmission, IngestBatch, Status
+from factloom.ledger.evidence import InvalidEvidence, check_image, store_image
 from factloom.ledger.tables import new_id
-from factloom.platform.errors import NotFound, TooLarge
+from factloom.platform.errors import BadRequest, NotFound, TooLarge
 from factloom.platform.ingest.schemas import FactIn
 
 __all__ = ["Submitted", "submission_key", "submit", "get_batch", "get_submission", "enqueue"]
@@ -40,13 +45,29 @@ def submission_key(kb: str, fact: FactIn) -> str:
     return "h:" + hashlib.sha256(raw.encode()).hexdigest()[:40]
 
 
-def submit(*, db: Database, kb: str, facts: Sequence[FactIn], max_facts: int, api_key_id: str | None) -> Submitted:
+def submit(
+    *, db: Database, kb: str, facts: Sequence[FactIn], max_facts: int, api_key_id: str | None,
+    evidence_dir: Path | None = None, max_image_bytes: int = 2_000_000,
+) -> Submitted:
+    """Validate the whole batch (images included), then store its images and write it in one transaction.
+
+    A batch with any bad fact raises before anything is written. Images are written before the ledger
+    rows; a failure in between leaves only content-addressed files that a later upload reuses.
+    """
     if len(facts) > max_facts:
         raise TooLarge(f"a batch holds at most {max_facts} facts; this one has {len(facts)}", limit=max_facts)
+    images = _decode_images(facts, max_image_bytes)
+    if images and evidence_dir is None:
+        raise BadRequest("this platform does not accept evidence images")
     keyed = {submission_key(kb, f): f for f in facts}  # repeats inside one batch count once
+    stored: dict[int, dict[str, Any]] = {}
+    for i, (data, content_type) in images.items():
+        assert evidence_dir is not None
+        sha = store_image(evidence_dir, data, content_type)
+        stored[id(facts[i])] = {"sha256": sha, "content_type": content_type, "bytes": len(data)}
     for attempt in range(2):
         try:
-            return _write(db, kb, keyed, api_key_id, repeats=len(facts) - len(keyed))
+            return _write(db, kb, keyed, api_key_id, repeats=len(facts) - len(keyed), images=stored)
         except IntegrityError:
             # a concurrent batch stored one of these keys first; the retry sees it as a duplicate
             if attempt == 1:
@@ -54,7 +75,42 @@ def submit(*, db: Database, kb: str, facts: Sequence[FactIn], max_facts: int, ap
     raise AssertionError("unreachable")
 
 
-def _write(db: Database, kb: str, keyed: dict[str, FactIn], api_key_id: str | None, repeats: int) -> Submitted:
+def _decode_images(facts: Sequence[FactIn], max_bytes: int) -> dict[int, tuple[bytes, str]]:
+    """Index of fact → (decoded bytes, content type) for every uploaded image, all checked first."""
+    out: dict[int, tuple[bytes, str]] = {}
+    for i, fact in enumerate(facts):
+        image = fact.evidence.image if fact.evidence else None
+        if image is None:
+            continue
+        where = f"facts[{i}].evidence.image"
+        if len(image.data) > 4 * (max_bytes // 3 + 1) + 4:
+            raise TooLarge(f"{where}: images may be at most {max_bytes} bytes", limit=max_bytes, fact=i)
+        try:
+            data = base64.b64decode(image.data, validate=True)
+        except (binascii.Error, ValueError):
+            raise BadRequest(f"{where}.data is not valid base64", fact=i) from None
+        if len(data) > max_bytes:
+            raise TooLarge(f"{where}: {len(data)} bytes, images may be at most {max_bytes}", limit=max_bytes, fact=i)
+        try:
+            check_image(data, image.content_type)
+        except InvalidEvidence as exc:
+            raise BadRequest(f"{where}: {exc}", fact=i) from None
+        out[i] = (data, image.content_type)
+    return out
+
+
+def _evidence(fact: FactIn, images: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+    """What the ledger keeps of the evidence: the text, and an image by its hash (never its bytes)."""
+    if fact.evidence is None:
+        return None
+    out: dict[str, Any] = fact.evidence.model_dump(exclude_none=True, exclude={"image"})
+    if id(fact) in images:
+        out["image"] = images[id(fact)]
+    return out or None
+
+
+def _write(db: Database, kb: str, keyed: dict[str, FactIn], api_key_id: str | None, repeats: int,
+           images: dict[int, dict[str, Any]]) -> Submitted:
     with db.session() as session:
         existing = set(
             session.scalars(
@@ -71,7 +127,7 @@ def _write(db: Database, kb: str, keyed: dict[str, FactIn], api_key_id: str | No
                 fact_id=fact_id_for(kb, f.subject, f.predicate, f.object),
                 subject=f.subject, predicate=f.predicate, object=f.object, source=f.source,
                 valid_from=f.valid_from, valid_to=f.valid_to,
-                evidence=f.evidence.model_dump(exclude_none=True) if f.evidence else None,
+                evidence=_evidence(f, images),
                 status=Status.pending,
             )
             for key, f in new.items()

@@ -1,0 +1,203 @@
+"""Training the check stage's models from the real store and ledger, and registering them.
+
+``factloom train scorer --kb KB``: the kb's accepted, current facts from Neo4j; a held-out share
+(with corrupted-tail negatives) calibrates the scorer per relation and measures it; the scorer is
+saved under the platform home's ``models/`` and registered as the kb's active ``scorer``.
+
+``factloom train fusion --kb KB``: labels from the ledger — review decisions first, then automatic
+verdicts (accepted / committed true, rejected false) — with each submission's stored verifier results
+as features; fits :class:`~factloom.verify.fuse_model.LearnedFusion` with certified thresholds and
+registers it as the kb's active ``fusion``. Check workers pick either up within
+``registry_refresh_s`` seconds, without a restart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from factloom.model.train._common import register
+
+__all__ = ["train_scorer", "train_fusion", "fusion_examples", "scorer_main", "fusion_main"]
+
+Triple = tuple[str, str, str]
+
+
+def _negatives(
+    triples: Sequence[Triple], entities: Sequence[str], known: set[Triple], rng: random.Random
+) -> list[Triple]:
+    """One corrupted triple per fact (tail, or head every other time) that is not a known fact."""
+    out = []
+    for i, (s, p, o) in enumerate(triples):
+        for _ in range(20):
+            e = rng.choice(entities)
+            cand = (s, p, e) if i % 2 == 0 else (e, p, o)
+            if cand not in known:
+                out.append(cand)
+                break
+    return out
+
+
+def train_scorer(
+    store: Any, db: Any, *, kb: str, models_dir: Path, rank: int = 64, epochs: int = 30, valid_share: float = 0.1,
+    seed: int = 0, progress: bool = True,
+) -> tuple[str, dict[str, Any]]:
+    """Train, calibrate, save and register a scorer for ``kb``; returns (version, metrics)."""
+    import numpy as np
+
+    from factloom.model.scorer import ComplExScorer
+
+    t0 = time.perf_counter()
+    triples = sorted(set(store.accepted_triples(kb)))
+    if len(triples) < 20:
+        raise SystemExit(f"kb {kb!r} holds {len(triples)} accepted facts; a scorer needs at least 20")
+    rng = random.Random(seed)
+    rng.shuffle(triples)
+    n_valid = max(10, int(valid_share * len(triples)))
+    valid, train = triples[:n_valid], triples[n_valid:]
+    scorer = ComplExScorer.from_triples(triples, rank=rank)  # every name known: valid facts are not unseen
+    losses = scorer.fit(train, epochs=epochs, seed=seed, progress=progress)
+    entities = sorted({x for s, _, o in triples for x in (s, o)})
+    known = set(triples)
+    negatives = _negatives(valid, entities, known, rng)
+    labelled = valid + negatives
+    labels = [1] * len(valid) + [0] * len(negatives)
+    scorer.calibrate(labelled, labels)
+    probs = scorer.score(labelled)
+    judged = [(p, y) for p, y in zip(probs, labels, strict=True) if p is not None]
+    p_arr = np.array([p for p, _ in judged])
+    y_arr = np.array([y for _, y in judged])
+    metrics: dict[str, Any] = {
+        "facts": len(triples), "train_facts": len(train), "valid_facts": len(valid), "valid_negatives": len(negatives),
+        "entities": len(entities), "relations": len({p for _, p, _ in triples}), "rank": rank, "epochs": epochs,
+        "final_loss": round(losses[-1], 5) if losses else None,
+        "valid_accuracy": round(float(((p_arr >= 0.5) == y_arr).mean()), 4) if len(judged) else None,
+        "train_seconds": round(time.perf_counter() - t0, 1),
+    }
+    models_dir.mkdir(parents=True, exist_ok=True)
+    artefact = models_dir / f"scorer-{kb}-{time.strftime('%Y%m%d%H%M%S')}.pt"
+    scorer.save(artefact)
+    version = register(db, kind="scorer", kb=kb, artefact=artefact, metrics=metrics)
+    return version, metrics
+
+
+def fusion_examples(db: Any, *, kb: str, limit: int = 200_000) -> tuple[list[list[Any]], list[int], dict[str, int]]:
+    """(verifier results per submission, labels, label sources) for every judged submission of ``kb``.
+
+    A review decision is the label where there is one; otherwise the automatic verdict. Submissions
+    still pending or waiting for review teach nothing.
+    """
+    from sqlalchemy import select
+
+    from factloom.ledger import CheckResult, FactSubmission, ReviewDecision, Status
+    from factloom.verify.base import VerifierResult
+
+    judged = {Status.accepted: 1, Status.committed: 1, Status.reviewed: 1, Status.rejected: 0}
+    with db.session() as session:
+        subs = session.execute(
+            select(FactSubmission.id, FactSubmission.status)
+            .where(FactSubmission.kb == kb, FactSubmission.status.in_(list(judged)))
+            .order_by(FactSubmission.created_at).limit(limit)
+        ).all()
+        ids = [s for s, _ in subs]
+        decisions: dict[str, int] = {}
+        checks: dict[str, list[VerifierResult]] = {}
+        for start in range(0, len(ids), 900):  # bounded IN lists (SQLite's parameter limit)
+            part = ids[start:start + 900]
+            for sid, decision in session.execute(
+                select(ReviewDecision.submission_id, ReviewDecision.decision)
+                .where(ReviewDecision.submission_id.in_(part)).order_by(ReviewDecision.created_at)
+            ):
+                decisions[sid] = int(decision == "accept")  # the latest decision wins
+            for c in session.scalars(select(CheckResult).where(CheckResult.submission_id.in_(part),
+                                                               CheckResult.verifier != "fusion")):
+                checks.setdefault(c.submission_id, []).append(
+                    VerifierResult(c.verifier, c.probability, c.explanation, score=c.score,
+                                   details=dict(c.details or {}), model_version=c.model_version))
+    rows, labels, origin = [], [], {"review": 0, "auto": 0}
+    for sid, status in subs:
+        if sid not in checks:
+            continue
+        rows.append(checks[sid])
+        if sid in decisions:
+            labels.append(decisions[sid])
+            origin["review"] += 1
+        else:
+            labels.append(judged[status])
+            origin["auto"] += 1
+    return rows, labels, origin
+
+
+def train_fusion(
+    db: Any, *, kb: str, models_dir: Path, target: float = 0.0007, method: str = "gbdt", seed: int = 0,
+) -> tuple[str, dict[str, Any]]:
+    """Fit, certify, save and register a learned fusion for ``kb``; returns (version, metrics)."""
+    from factloom.verify.fuse_model import LearnedFusion
+
+    rows, labels, origin = fusion_examples(db, kb=kb)
+    if sum(labels) == 0 or sum(labels) == len(labels) or len(labels) < 20:
+        raise SystemExit(f"kb {kb!r} has {len(labels)} judged submissions ({sum(labels)} true): a fusion needs "
+                         "at least 20 with both true and false ones (review decisions or verdicts)")
+    names = sorted({r.verifier for row in rows for r in row})
+    fusion = LearnedFusion(names, method=method, target=target, seed=seed).fit(rows, labels)
+    metrics: dict[str, Any] = {
+        "examples": len(labels), "true": int(sum(labels)), "labels_from": origin, "verifiers": names,
+        "target": target, "accept": fusion.accept, "reject": fusion.reject,
+        "certificate": fusion.certificate.as_dict() if fusion.certificate else None, **fusion.metrics,
+    }
+    artefact = models_dir / f"fusion-{kb}-{time.strftime('%Y%m%d%H%M%S')}"
+    fusion.save(artefact)
+    version = register(db, kind="fusion", kb=kb, artefact=artefact, metrics=metrics)
+    return version, metrics
+
+
+def _open() -> tuple[Any, Any, Path]:
+    from factloom.config import get_settings
+    from factloom.graph.store import Neo4jStore
+    from factloom.ledger import Database
+
+    settings = get_settings()
+    return Neo4jStore(settings.neo4j_uri, settings.neo4j_auth()), Database(settings.sql_url), settings.models_dir
+
+
+def scorer_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="factloom train scorer",
+                                description="train the plausibility scorer on a kb's accepted facts and register it")
+    p.add_argument("--kb", required=True)
+    p.add_argument("--rank", type=int, default=64)
+    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    store, db, models = _open()
+    try:
+        version, metrics = train_scorer(store, db, kb=args.kb, models_dir=models, rank=args.rank,
+                                        epochs=args.epochs, seed=args.seed)
+    finally:
+        store.close()
+        db.dispose()
+    print(f"scorer for kb {args.kb}: {version} (active) {json.dumps(metrics)}")
+    return 0
+
+
+def fusion_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="factloom train fusion",
+                                description="fit the learned fusion on a kb's judged submissions and register it")
+    p.add_argument("--kb", required=True)
+    p.add_argument("--target", type=float, default=0.0007, help="allowed error among auto-accepted facts")
+    p.add_argument("--method", choices=["gbdt", "logistic"], default="gbdt")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    store, db, models = _open()
+    try:
+        version, metrics = train_fusion(db, kb=args.kb, models_dir=models, target=args.target,
+                                        method=args.method, seed=args.seed)
+    finally:
+        store.close()
+        db.dispose()
+    print(f"fusion for kb {args.kb}: {version} (active) {json.dumps(metrics, default=str)}")
+    return 0

@@ -1,0 +1,198 @@
+"""The verifiers and the fusion a worker runs for one chunk of one kb, and the state they learn from.
+
+What is learned from the ledger or the graph is relearned at most every ``verifier_refresh_s``
+seconds, never per task: source trust (from past verdicts and review decisions, all kbs) and each
+kb's type constraints (from its accepted graph, plus the declared schema file). Trained models come
+from the registry (:class:`~factloom.workers.registry.ActiveModels`): the kb's active scorer feeds
+the plausibility verifier, its active learned fusion replaces the min rule.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import func, select
+
+from factloom.config import Settings
+from factloom.graph import Neo4jStore
+from factloom.graph.types import entity_key
+from factloom.ledger import Database, FactSubmission, Status
+from factloom.verify import Claim, ConsistencyVerifier, VerdictRule, Verifier, VerifierResult
+from factloom.verify.base import GraphView
+from factloom.verify.corroboration import CorroborationVerifier, SourceTrust
+from factloom.verify.domains import TypeConstraints, TypeVerifier, load_schema
+from factloom.verify.fusion import Fused
+from factloom.verify.image_evidence import ImageEvidenceVerifier
+from factloom.verify.text_evidence import TextEvidenceVerifier
+from factloom.workers.registry import ActiveModels
+
+__all__ = ["CheckSetup", "Checkers", "Fusion", "Abstaining", "trust_counts"]
+
+log = logging.getLogger(__name__)
+
+# outcomes a source's claim can have had: accepted (by the checks or a reviewer) or rejected
+_TRUE = (Status.accepted, Status.reviewed, Status.committed)
+_FALSE = (Status.rejected,)
+
+
+class Fusion(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    def fuse(self, results: Sequence[VerifierResult]) -> Fused: ...
+
+
+class Abstaining:
+    """A verifier that has nothing to judge with (no scorer trained for the kb): it says why."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name, self.reason = name, reason
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    def check(self, claims: Sequence[Claim], graph: GraphView, now: datetime) -> list[VerifierResult]:
+        return [VerifierResult(self.name, None, self.reason) for _ in claims]
+
+
+@dataclass
+class Checkers:
+    """What checks one chunk: the verifiers in order, the fusion, and the versions behind them."""
+
+    verifiers: list[Verifier]
+    fusion: Fusion
+    versions: dict[str, str | None] = field(default_factory=dict)
+
+    def thresholds(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in ("accept", "reject"):
+            value = getattr(self.fusion, name, None)
+            out[name] = float(value) if value is not None else None
+        certificate = getattr(self.fusion, "certificate", None)
+        if certificate is not None:
+            out["certificate"] = certificate.as_dict() if hasattr(certificate, "as_dict") else certificate
+        return out
+
+
+def trust_counts(db: Database) -> dict[str, tuple[int, int]]:
+    """Per source, (claims judged true, claims judged false) over the whole ledger; one GROUP BY."""
+    with db.session() as session:
+        rows = session.execute(
+            select(FactSubmission.source, FactSubmission.status, func.count())
+            .where(FactSubmission.source.is_not(None), FactSubmission.status.in_([*_TRUE, *_FALSE]))
+            .group_by(FactSubmission.source, FactSubmission.status)
+        ).all()
+    out: dict[str, tuple[int, int]] = {}
+    for source, status, n in rows:
+        if source is None:
+            continue
+        t, f = out.get(source, (0, 0))
+        out[source] = (t + n, f) if status in _TRUE else (t, f + n)
+    return out
+
+
+class CheckSetup:
+    """Args:
+        settings: the worker's settings (thresholds, type predicates, schema path, refresh periods).
+        db, store: the ledger and the graph.
+        encode: texts → unit embeddings (the worker's sentence model, loaded on first use).
+        registry: the active scorer and fusion versions.
+    """
+
+    def __init__(
+        self, settings: Settings, db: Database, store: Neo4jStore,
+        encode: Callable[[list[str]], npt.NDArray[np.float32]], registry: ActiveModels,
+        text_version: Callable[[], str] = lambda: "text-1",
+    ) -> None:
+        self.settings, self.db, self.store, self.registry = settings, db, store, registry
+        self.rule = VerdictRule(accept=settings.accept_threshold, reject=settings.reject_threshold)
+        self.consistency = ConsistencyVerifier(settings.functional_predicates)
+        self.text = TextEvidenceVerifier(encode)
+        self._text_version = text_version
+        self.type_predicates = list(settings.type_predicates)
+        self.schema = {p: {k: [entity_key(t) for t in v] for k, v in spec.items()}
+                       for p, spec in (load_schema(Path(settings.type_schema_path)).items()
+                                       if settings.type_schema_path else ())}
+        self._lock = threading.Lock()
+        self._trust: tuple[float, SourceTrust] | None = None
+        self._types: dict[str, tuple[float, TypeConstraints]] = {}
+        self._image: ImageEvidenceVerifier | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(registry={self.registry!r})"
+
+    # ------------------------------------------------------------ learned state, refreshed
+
+    def trust(self) -> SourceTrust:
+        with self._lock:
+            now = time.monotonic()
+            if self._trust is None or now - self._trust[0] >= self.settings.verifier_refresh_s:
+                trust = SourceTrust.from_counts(trust_counts(self.db), strength=self.settings.trust_prior_strength)
+                self._trust = (now, trust)
+            return self._trust[1]
+
+    def constraints(self, kb: str) -> TypeConstraints:
+        with self._lock:
+            now = time.monotonic()
+            hit = self._types.get(kb)
+            if hit is None or now - hit[0] >= self.settings.verifier_refresh_s:
+                domain, range_ = self.store.type_counts(kb, self.type_predicates)
+                cons = TypeConstraints(self.settings.type_min_support).learn_counts(domain, range_)
+                hit = self._types[kb] = (now, cons.override(self.schema))
+            return hit[1]
+
+    def image(self) -> ImageEvidenceVerifier:
+        with self._lock:
+            if self._image is None:
+                evidence_dir = self.settings.evidence_dir
+
+                def image_of(claim: Claim) -> Path | None:
+                    return evidence_dir / claim.image_path if claim.image_path else None
+
+                device = "cpu" if self.settings.device == "auto" else self.settings.device
+                self._image = ImageEvidenceVerifier(self.settings.image_model_path or None, image_of, device=device)
+            return self._image
+
+    # ------------------------------------------------------------ per chunk
+
+    def entity_types(self, kb: str, claims: Sequence[Claim], cons: TypeConstraints) -> dict[str, list[str]]:
+        """Types of the chunk's entities: the graph's type facts plus the chunk's own."""
+        if not (cons.domain or cons.range):
+            return {}
+        names = {n for c in claims for n in (c.subject, c.object)}
+        types = {k: set(v) for k, v in self.store.entity_types(kb, names, self.type_predicates).items()}
+        for c in claims:
+            if c.predicate in self.type_predicates:
+                types.setdefault(c.subject, set()).add(entity_key(c.object))
+        return {k: sorted(v) for k, v in types.items()}
+
+    def for_chunk(self, kb: str, claims: Sequence[Claim]) -> Checkers:
+        cons = self.constraints(kb)
+        scorer = self.registry.get("scorer", kb)
+        fusion = self.registry.get("fusion", kb)
+        if any(c.evidence_text for c in claims):
+            self.text.version = self._text_version()  # the sentence model loads with the first evidence
+        verifiers: list[Verifier] = [
+            self.consistency,
+            TypeVerifier(cons, self.entity_types(kb, claims, cons)),
+            CorroborationVerifier(self.trust()),
+            scorer.model if scorer else Abstaining("plausibility", f"no scorer trained for kb '{kb}'"),
+            self.text,
+            self.image(),
+        ]
+        chosen: Fusion = fusion.model if fusion else self.rule
+        versions = {"scorer": scorer.version if scorer else None,
+                    "fusion": fusion.version if fusion else self.rule.version}
+        return Checkers(verifiers, chosen, versions)

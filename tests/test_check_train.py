@@ -1,0 +1,96 @@
+"""Training the scorer and the fusion from the real graph and ledger; the worker picks them up live."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from factloom.config import Settings
+from factloom.graph import Neo4jStore
+from factloom.ledger import Database, ModelVersion
+from factloom.model.train._verification import fusion_examples, train_fusion, train_scorer
+from tests.test_platform import facts, submission_ids, wait_batch
+
+pytestmark = pytest.mark.integration
+
+KB = "chk-train"
+GENRES = ["Drama", "Comedy", "Horror", "Western"]
+
+
+def post(api: httpx.Client, rows: list[dict[str, Any]]) -> str:
+    response = api.post("/v1/facts", json={"kb": KB, "facts": rows})
+    assert response.status_code == 202, response.text
+    return str(response.json()["batch_id"])
+
+
+def checked(api: httpx.Client, sid: str, timeout: float = 90.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        body: dict[str, Any] = api.get(f"/v1/facts/{sid}").json()
+        if body["status"] not in ("pending", "checking"):
+            return body
+        assert time.monotonic() < deadline, f"{sid} still {body['status']}"
+        time.sleep(0.3)
+
+
+def checked_with(api: httpx.Client, db: Database, row: tuple[str, str, str], key: str, verifier: str,
+                 version: str, settings: Settings) -> dict[str, Any]:
+    """Submit fresh copies of a claim until one is checked with ``version`` (the registry is re-read
+    every ``registry_refresh_s``); fails when that takes longer than two refresh periods."""
+    deadline = time.monotonic() + 2 * settings.registry_refresh_s + 30
+    attempt = 0
+    while True:
+        attempt += 1
+        rows = [{**facts([row], source="probe")[0], "key": f"{key}-{attempt}"}]
+        (sid,) = submission_ids(db, post(api, rows))
+        item = checked(api, sid)
+        found = next((c for c in item["checks"] if c["verifier"] == verifier), None)
+        if found and found["model_version"] == version:
+            return item
+        assert time.monotonic() < deadline, f"the worker still checks with {found}"
+        time.sleep(1.0)
+
+
+def test_train_scorer_and_fusion_register_versions_the_worker_uses(
+    api: httpx.Client, db: Database, store: Neo4jStore, settings: Settings
+) -> None:
+    films = [(f"Film {i}", "has_genre", GENRES[i % 4]) for i in range(60)]
+    films += [(f"Film {i}", "directed_by", f"Director {i % 6}") for i in range(60)]
+    wait_batch(api, post(api, facts(films, source="catalogue")))
+    # false claims the checks reject, so the ledger holds labels of both kinds
+    bad = [{"subject": f"Film {i}", "predicate": "has_genre", "object": "Opera", "source": "spam",
+            "valid_from": "2020-01-01T00:00:00Z", "valid_to": "2019-01-01T00:00:00Z"} for i in range(24)]
+    wait_batch(api, post(api, bad))
+
+    version, metrics = train_scorer(store, db, kb=KB, models_dir=settings.models_dir, rank=8, epochs=5,
+                                    progress=False)
+    assert metrics["facts"] == 120 and metrics["relations"] == 2 and 0.0 <= metrics["valid_accuracy"] <= 1.0
+    with db.session() as session:
+        row = session.get(ModelVersion, version)
+        assert row is not None and row.kind == "scorer" and row.status == "active"
+        assert (row.metrics or {})["kb"] == KB
+    item = checked_with(api, db, ("Film 1", "has_genre", "Comedy"), "scorer", "plausibility", version, settings)
+    plausibility = next(c for c in item["checks"] if c["verifier"] == "plausibility")
+    assert plausibility["probability"] is not None and "graph embedding" in plausibility["explanation"]
+    assert item["fusion"]["versions"]["scorer"] == version
+    unseen = checked(api, submission_ids(db, post(api, facts([("Film 1", "has_genre", "Jazz")], "probe")))[0])
+    assert next(c for c in unseen["checks"] if c["verifier"] == "plausibility")["probability"] is None
+
+    rows, labels, origin = fusion_examples(db, kb=KB)
+    assert len(rows) == len(labels) >= 140 and labels.count(0) == 24 and origin["auto"] == len(labels)
+    fusion_version, fusion_metrics = train_fusion(db, kb=KB, models_dir=settings.models_dir, target=0.05,
+                                                  method="logistic")
+    assert fusion_metrics["examples"] == len(labels) and "certificate" in fusion_metrics
+    with db.session() as session:
+        active = session.scalars(select(ModelVersion).where(ModelVersion.kind == "fusion",
+                                                            ModelVersion.status == "active")).all()
+        assert [r.id for r in active if (r.metrics or {}).get("kb") == KB] == [fusion_version]
+    item = checked_with(api, db, ("Film 2", "has_genre", "Horror"), "fusion", "fusion", fusion_version, settings)
+    fusion = item["fusion"]
+    assert fusion["method"] == "LearnedFusion" and fusion["versions"]["fusion"] == fusion_version
+    assert fusion["certificate"] is not None and fusion["certificate"]["target"] == 0.05
+    assert fusion["accept"] == fusion_metrics["accept"]
