@@ -33,10 +33,15 @@
     { selector: ".faded", style: { "opacity": 0.25 } },
   ];
 
-  function layout(cy, eles) {
-    var opts = { name: "cose", animate: false, nodeRepulsion: 9000, idealEdgeLength: 90, padding: 30,
-                 randomize: false, fit: true };
-    (eles || cy.elements()).layout(opts).run();
+  function layout(cy) {
+    // rings: the focus (claim ends, the entity, seeds) in the middle, what they touch around them
+    var rank = function (n) {
+      return n.hasClass("focus") || n.hasClass("seed") ? 3 : n.hasClass("answer") ? 1 : 2;
+    };
+    cy.layout({ name: "concentric", concentric: rank, levelWidth: function () { return 1; },
+                minNodeSpacing: 46, padding: 40, animate: false, fit: true, avoidOverlap: true }).run();
+    // a handful of nodes would otherwise be blown up to fill the canvas
+    if (cy.zoom() > 1.2) { cy.zoom(1.2); cy.center(); }
   }
 
   function setup(container) {
