@@ -7,7 +7,7 @@ from pathlib import Path
 
 from factloom.model.scorer import FEATURE_NAMES, ComplExScorer
 from factloom.verify.base import Claim
-from factloom.verify.plausibility import PlausibilityVerifier
+from factloom.verify.plausibility import TYPE_FEATURES, PlausibilityVerifier
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -60,3 +60,15 @@ def test_filtered_rank_ignores_other_known_answers() -> None:
     assert all(f is not None and f["log_tail_rank"] == 0.0 for f in feats)  # rank 1: best remaining answer
     assert feats[0] is not None and feats[0]["log_head_degree"] > 0
     assert scorer.features([("nobody", "works_in", "c1")]) == [None]
+
+
+def test_type_support_reads_the_training_facts() -> None:
+    scorer, _, _ = _scorer()
+    types = {**{f"p{i}": ["person"] for i in range(16)}, **{f"c{i}": ["city"] for i in range(4)}, "c3": ["country"]}
+    verifier = PlausibilityVerifier(scorer, name="kge", entity_types=types)
+    assert verifier.feature_names[-2:] == list(TYPE_FEATURES)
+    ok, odd, swapped = verifier.check([_claim(0, "p5", "lives_in", "c1"), _claim(1, "p5", "lives_in", "c3"),
+                                       _claim(2, "c1", "lives_in", "p5")], {}, NOW)
+    assert ok.verifier == "kge" and ok.details["tail_type_support"] == 0.75  # 9 of 12 lives_in objects: city
+    assert odd.details["tail_type_support"] == 0.25 and ok.details["head_type_support"] == 1.0
+    assert swapped.details["head_type_support"] == 0.0 and swapped.details["tail_type_support"] == 0.0

@@ -25,8 +25,8 @@ __all__ = ["ComplExScorer", "FEATURE_NAMES"]
 Triple = tuple[str, str, str]
 
 # per-triple numbers that ComplExScorer.features returns, in this order
-FEATURE_NAMES = ("raw", "probability", "log_tail_rank", "log_head_rank", "log_head_degree", "log_tail_degree",
-                 "log_head_rel", "log_rel_tail")
+FEATURE_NAMES = ("raw", "probability", "log_tail_rank", "log_head_rank", "tail_z", "head_z", "log_head_degree",
+                 "log_tail_degree", "log_head_rel", "log_rel_tail", "log_tails_per_head", "log_heads_per_tail")
 
 
 class _ComplEx(torch.nn.Module):
@@ -101,6 +101,11 @@ class ComplExScorer:
         self._degree = np.bincount(np.concatenate([k[:, 0], k[:, 2]]), minlength=n_ent).astype(np.float64)
         self._head_rel = np.bincount(k[:, 0] * n_rel + k[:, 1], minlength=n_ent * n_rel).astype(np.float64)
         self._rel_tail = np.bincount(k[:, 2] * n_rel + k[:, 1], minlength=n_ent * n_rel).astype(np.float64)
+        facts = np.bincount(k[:, 1], minlength=n_rel).astype(np.float64)
+        heads = np.bincount(np.flatnonzero(self._head_rel) % n_rel, minlength=n_rel)
+        tails = np.bincount(np.flatnonzero(self._rel_tail) % n_rel, minlength=n_rel)
+        self._tails_per_head = facts / np.maximum(heads, 1)  # how far from functional each relation is
+        self._heads_per_tail = facts / np.maximum(tails, 1)
 
     @classmethod
     def from_triples(cls, triples: Sequence[Triple], rank: int = 64) -> ComplExScorer:
@@ -161,16 +166,18 @@ class ComplExScorer:
                 out[i : i + batch_size] = ((fwd + rev) / 2).numpy()
         return [float(v) if k else None for v, k in zip(out, keep, strict=True)]
 
-    def _filtered_ranks(self, q: torch.Tensor, r: torch.Tensor, target: torch.Tensor) -> np.ndarray:
-        """1-based rank of ``target`` among all entities for queries ``(q, r, ?)``, other known answers removed."""
+    def _filtered_ranks(self, q: torch.Tensor, r: torch.Tensor, target: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """1-based rank of ``target`` among all entities for queries ``(q, r, ?)``, other known answers removed,
+        and its score's z-value among all entities' scores."""
         scores, _ = self.model.all_tails(q, r)  # (B, E)
+        z = (scores.gather(1, target[:, None])[:, 0] - scores.mean(1)) / (scores.std(1) + 1e-9)  # (B,)
         n_rel2 = 2 * len(self.relations)
         for row, (qi, ri, ti) in enumerate(zip(q.tolist(), r.tolist(), target.tolist(), strict=True)):
             known = self._tails.get(qi * n_rel2 + ri)
             if known is not None:
                 scores[row, torch.from_numpy(known[known != ti])] = -torch.inf
         own = scores.gather(1, target[:, None])  # (B, 1)
-        return (1 + (scores > own).sum(1)).numpy().astype(np.float64)
+        return (1 + (scores > own).sum(1)).numpy().astype(np.float64), z.numpy().astype(np.float64)
 
     def features(self, triples: Sequence[Triple], batch_size: int = 1024) -> list[dict[str, float] | None]:
         """Per triple the numbers of :data:`FEATURE_NAMES` (one batched pass), ``None`` where a name is unseen."""
@@ -178,19 +185,21 @@ class ComplExScorer:
         raw = self.raw_scores(triples)
         probs = self.score(triples, raw)
         n_rel = len(self.relations)
-        tail_rank = np.ones(len(ids))
-        head_rank = np.ones(len(ids))
+        tail_rank, head_rank, tail_z, head_z = (np.ones(len(ids)) for _ in range(4))
         with torch.no_grad():
             for i in range(0, len(ids), batch_size):
                 b = torch.from_numpy(ids[i : i + batch_size])
-                tail_rank[i : i + batch_size] = self._filtered_ranks(b[:, 0], b[:, 1], b[:, 2])
-                head_rank[i : i + batch_size] = self._filtered_ranks(b[:, 2], b[:, 1] + n_rel, b[:, 0])
+                sl = slice(i, i + batch_size)
+                tail_rank[sl], tail_z[sl] = self._filtered_ranks(b[:, 0], b[:, 1], b[:, 2])
+                head_rank[sl], head_z[sl] = self._filtered_ranks(b[:, 2], b[:, 1] + n_rel, b[:, 0])
         h, r, t = ids[:, 0], ids[:, 1], ids[:, 2]
         cols = {
-            "log_tail_rank": np.log(tail_rank), "log_head_rank": np.log(head_rank),
+            "log_tail_rank": np.log(tail_rank), "log_head_rank": np.log(head_rank), "tail_z": tail_z, "head_z": head_z,
             "log_head_degree": np.log1p(self._degree[h]), "log_tail_degree": np.log1p(self._degree[t]),
             "log_head_rel": np.log1p(self._head_rel[h * n_rel + r]),
             "log_rel_tail": np.log1p(self._rel_tail[t * n_rel + r]),
+            "log_tails_per_head": np.log(np.maximum(self._tails_per_head[r], 1.0)),
+            "log_heads_per_tail": np.log(np.maximum(self._heads_per_tail[r], 1.0)),
         }
         out: list[dict[str, float] | None] = []
         for i, k in enumerate(keep):

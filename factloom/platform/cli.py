@@ -245,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--top-k", type=int, default=5)
     query.add_argument("--json", action="store_true")
     query.set_defaults(func=cmd_query)
-    bench = sub.add_parser("bench", help="run a benchmark from bench/ (ingest, query, …)")
+    bench = sub.add_parser("bench", help="run a benchmark from bench/ (ingest, query, kgqa, factcheck, …)")
     bench.add_argument("name")
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(func=cmd_bench)
