@@ -39,7 +39,7 @@
       return n.hasClass("focus") || n.hasClass("seed") ? 3 : n.hasClass("answer") ? 1 : 2;
     };
     cy.layout({ name: "concentric", concentric: rank, levelWidth: function () { return 1; },
-                minNodeSpacing: 46, padding: 40, animate: false, fit: true, avoidOverlap: true }).run();
+                minNodeSpacing: 64, padding: 40, animate: false, fit: true, avoidOverlap: true }).run();
     // a handful of nodes would otherwise be blown up to fill the canvas
     if (cy.zoom() > 1.2) { cy.zoom(1.2); cy.center(); }
   }
@@ -80,15 +80,23 @@
           .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
           .then(function (body) {
             var fresh = body.elements.filter(function (el) { return cy.getElementById(el.data.id).empty(); });
-            fresh.forEach(function (el) { if (!el.data.source) { el.position = { x: node.position("x") + (Math.random() - 0.5) * 80, y: node.position("y") + (Math.random() - 0.5) * 80 }; } });
-            var added = cy.add(fresh.map(function (el) { return Object.assign({}, el, { classes: (el.classes || "").replace("expanded", "") }); }));
+            var nodes = fresh.filter(function (el) { return !el.data.source; });
+            // new neighbours go on an arc around the clicked node, facing away from the rest of the graph
+            var others = cy.nodes().not(node);
+            var box = others.length ? others.boundingBox() : { x1: 0, x2: 0, y1: 0, y2: 0 };
+            var p = node.position();
+            var dx = p.x - (box.x1 + box.x2) / 2, dy = p.y - (box.y1 + box.y2) / 2;
+            var facing = dx === 0 && dy === 0 ? 0 : Math.atan2(dy, dx);
+            var spread = Math.min(2 * Math.PI, Math.max(Math.PI / 2, nodes.length * 0.45));
+            var radius = 110 + 6 * nodes.length;
+            nodes.forEach(function (el, i) {
+              var a = facing - spread / 2 + spread * (i + 0.5) / nodes.length;
+              el.position = { x: p.x + radius * Math.cos(a), y: p.y + radius * Math.sin(a) };
+              el.classes = (el.classes || "").replace("expanded", "");
+            });
+            var added = cy.add(fresh);
             node.addClass("expanded");
-            if (added.length) {
-              var around = node.closedNeighborhood().union(added);
-              around.layout({ name: "concentric", boundingBox: { x1: node.position("x") - 160, y1: node.position("y") - 160, w: 320, h: 320 },
-                              concentric: function (n) { return n.same(node) ? 2 : 1; }, levelWidth: function () { return 1; },
-                              animate: true, animationDuration: 250, fit: false }).run();
-            }
+            if (added.length) cy.animate({ fit: { eles: cy.elements(), padding: 30 }, duration: 250 });
           })
           .catch(function () { node.removeClass("expanded"); });
       });
