@@ -261,3 +261,46 @@ def test_static_and_vendor_files_are_served_locally(client: TestClient) -> None:
     vendor = client.get("/admin/vendor/cytoscape.min.js")
     assert vendor.status_code == 200 and len(vendor.content) > 100_000  # installed by npm ci in setup.sh
     assert client.get("/admin/vendor/left-pad.js").status_code == 404
+
+
+# ---------------------------------------------------------------- what the pages draw
+
+
+def test_verifier_chart_escapes_names_and_greys_abstentions() -> None:
+    from factloom.platform.admin.visuals import verifier_chart
+
+    svg = str(verifier_chart([("consistency", 0.5), ("<script>x</script>", None), ("types", 0.95)],
+                             accept=0.9, reject=0.1))
+    assert "<script>" not in svg and "&lt;script&gt;" in svg
+    assert svg.count("abstained") == 1 and ">0.50<" in svg and ">0.95<" in svg and ">—<" in svg
+    assert 'class="chart-accept"' in svg and 'class="chart-reject"' in svg
+
+
+def test_answer_elements_tag_each_edge_with_its_answers() -> None:
+    from factloom.platform.admin.visuals import answer_elements
+    from factloom.platform.query.schemas import AnswerOut, PathStepOut
+
+    def step(fid: str, s: str, p: str, o: str) -> PathStepOut:
+        return PathStepOut(fact_id=fid, subject=s, predicate=p, object=o)
+
+    answers = [
+        AnswerOut(entity_id="a", name="Alien", score=1.0, paths=[[step("f1", "Alien", "directed_by", "Ridley Scott")]]),
+        AnswerOut(entity_id="b", name="1979", score=0.5, paths=[[step("f1", "Alien", "directed_by", "Ridley Scott"),
+                                                                step("f2", "Alien", "release_year", "1979")]]),
+    ]
+    elements = answer_elements(answers, ["ridley scott"])
+    nodes = {e["data"]["label"]: e["classes"] for e in elements if "source" not in e["data"]}
+    edges = {e["data"]["id"]: e["data"]["answers"] for e in elements if "source" in e["data"]}
+    assert nodes == {"Ridley Scott": "seed", "Alien": "answer", "1979": "answer"}
+    assert edges == {"f1": [0, 1], "f2": [1]}
+
+
+def test_as_of_dates_mean_the_end_of_that_day_in_utc() -> None:
+    from factloom.platform.admin.routes_graph import parse_as_of
+    from factloom.platform.errors import BadRequest
+
+    assert parse_as_of("") is None
+    assert parse_as_of("2020-01-31") == datetime(2020, 1, 31, 23, 59, 59, tzinfo=timezone.utc)
+    assert parse_as_of("2020-01-31T10:00:00") == datetime(2020, 1, 31, 10, tzinfo=timezone.utc)
+    with pytest.raises(BadRequest):
+        parse_as_of("last tuesday")

@@ -37,7 +37,7 @@ def queue_page(request: Request, me: Reviewer, resources: ResourcesDep) -> Respo
     return render(
         request, "queue.html", page=page, filters=filters, errors=errors, sorts=q.SORTS, ages=q.AGES,
         counts=q.queue_counts(db=db, reviewer=me.actor, kb=filters.kb), facets=q.facets(db=db, kb=filters.kb),
-        kbs=knowledge_bases(db=db), selected=set(request.query_params.getlist("ids")),
+        kbs=knowledge_bases(db=db),
     )
 
 
