@@ -152,8 +152,12 @@ def test_bulk_reject_with_confirmation(
 ) -> None:
     page = sign_in(browser, settings, "ui-reviewer", people["ui-reviewer"],
                    f"/admin/queue?kb={KB}&predicate=release_year")
-    for key in ("witness90", "witness91"):
-        page.check(f"tr[data-id='{claims[key]}'] input[name=ids]")
+    # keyboard: j moves the row cursor, x selects the row under it
+    wanted = {claims["witness90"], claims["witness91"]}
+    for _ in range(page.locator("table.queue tbody tr").count()):
+        page.keyboard.press("j")
+        if page.locator("tr.cursor").get_attribute("data-id") in wanted:
+            page.keyboard.press("x")
     assert page.locator("#sel-count").inner_text() == "2 selected"
     page.click("button[name=decision][value=reject]")
     assert "Reject 2 claims?" in page.locator("h1").inner_text()  # nothing decided before the confirmation

@@ -304,3 +304,20 @@ def test_as_of_dates_mean_the_end_of_that_day_in_utc() -> None:
     assert parse_as_of("2020-01-31T10:00:00") == datetime(2020, 1, 31, 10, tzinfo=timezone.utc)
     with pytest.raises(BadRequest):
         parse_as_of("last tuesday")
+
+
+def test_login_throttle_refuses_after_repeated_failures_then_forgets() -> None:
+    from factloom.platform.admin.throttle import LoginThrottle
+
+    now = [0.0]
+    throttle = LoginThrottle(attempts=3, window_s=60.0, clock=lambda: now[0])
+    for _ in range(3):
+        assert throttle.wait_s("Ana") == 0.0
+        throttle.failed("ana ")
+        now[0] += 1.0
+    assert throttle.wait_s("ANA") == pytest.approx(57.0) and throttle.wait_s("bob") == 0.0
+    now[0] = 61.0  # the first failure left the window
+    assert throttle.wait_s("ana") == 0.0
+    throttle.failed("ana")
+    throttle.succeeded("ana")
+    assert throttle.wait_s("ana") == 0.0

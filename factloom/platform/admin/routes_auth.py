@@ -12,6 +12,7 @@ from fastapi.responses import FileResponse
 from factloom.platform.admin.auth import Reviewer, load_session
 from factloom.platform.admin.render import PREFIX, WEB_DIR, AdminRoute, flash, redirect, render
 from factloom.platform.admin.security import LOGIN_COOKIE, SESSION_COOKIE, csrf_ok, new_session, sign
+from factloom.platform.admin.throttle import THROTTLE
 from factloom.platform.admin.users import check_login
 from factloom.platform.deps import ResourcesDep
 from factloom.platform.errors import NotFound
@@ -68,10 +69,16 @@ def login(
         response.set_cookie(LOGIN_COOKIE, fresh, max_age=3600, path=PREFIX, httponly=True, samesite="strict",
                             secure=settings.admin_cookie_secure)
         return response
+    wait = THROTTLE.wait_s(name)
+    if wait > 0:
+        return render(request, "login.html", status=429, csrf=token, next=safe_next(next), name=name,
+                      error=f"Too many failed attempts for this name; try again in {int(wait) + 1} s.")
     user = check_login(db=resources.db, name=name, password=password)
     if user is None:
+        THROTTLE.failed(name)
         return render(request, "login.html", status=401, csrf=token, next=safe_next(next), name=name,
                       error="Unknown name or wrong password (or the account is disabled).")
+    THROTTLE.succeeded(name)
     value = sign(settings.admin_key(), new_session(user.id, settings.admin_session_hours))
     done = redirect(safe_next(next))
     done.set_cookie(SESSION_COOKIE, value, max_age=int(settings.admin_session_hours * 3600), path=PREFIX,

@@ -58,5 +58,31 @@
       refresh();
     });
     refresh();
+
+    // j/k move through the rows, x selects one, o (or Enter) opens it
+    var rows = Array.prototype.slice.call(bulk.querySelectorAll("tbody tr[data-id]"));
+    var at = -1;
+    var move = function (to) {
+      if (!rows.length) return;
+      if (at >= 0) rows[at].classList.remove("cursor");
+      at = Math.max(0, Math.min(rows.length - 1, to));
+      rows[at].classList.add("cursor");
+      rows[at].scrollIntoView({ block: "nearest" });
+    };
+    document.addEventListener("keydown", function (event) {
+      if (event.ctrlKey || event.metaKey || event.altKey || typing(event)) return;
+      var key = event.key.toLowerCase();
+      if (key === "j") { event.preventDefault(); move(at + 1); }
+      else if (key === "k") { event.preventDefault(); move(at - 1); }
+      else if (key === "x" && at >= 0) {
+        event.preventDefault();
+        var box = rows[at].querySelector('input[name="ids"]');
+        box.checked = !box.checked;
+        refresh();
+      } else if ((key === "o" || key === "enter") && at >= 0) {
+        event.preventDefault();
+        window.location.href = rows[at].querySelector("a.item-link").href;
+      }
+    });
   }
 })();
