@@ -68,8 +68,10 @@ def test_filters_parse_explain_and_round_trip() -> None:
 
 
 def test_cursor_round_trip_and_foreign_cursors_are_ignored() -> None:
-    at = datetime(2026, 1, 2, 3, 4, 5)
+    at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     assert q.decode_cursor(q.encode_cursor("oldest", at, "id1"), "oldest") == (at, "id1")
+    naive = datetime(2026, 1, 2, 3, 4, 5)  # as SQLite hands it back: UTC without the zone
+    assert q.decode_cursor(q.encode_cursor("oldest", naive, "id1"), "oldest") == (at, "id1")
     assert q.decode_cursor(q.encode_cursor("p_asc", 0.25, "id2"), "p_asc") == (0.25, "id2")
     assert q.decode_cursor(q.encode_cursor("p_asc", 0.25, "id2"), "oldest") is None  # made for another sort
     for junk in ("", "!!!", "bm90IGpzb24", q.encode_cursor("oldest", "not a date", "x")):
@@ -81,14 +83,12 @@ def test_cursor_round_trip_and_foreign_cursors_are_ignored() -> None:
 N = 10_000
 
 
-@pytest.fixture(scope="module")
-def ledger(tmp_path_factory: pytest.TempPathFactory) -> Database:
-    url = f"sqlite:///{tmp_path_factory.mktemp('admin') / 'ledger.db'}"
+def _fill(url: str, n: int) -> Database:
     migrate_sql(url)
     db = Database(url)
     start = datetime(2026, 1, 1, tzinfo=timezone.utc)
     with db.session() as session:
-        session.add(IngestBatch(id="b" * 32, kb="big", count=N))
+        session.add(IngestBatch(id="b" * 32, kb="big", count=n))
         session.add(IngestBatch(id="c" * 32, kb="big", count=5))
         session.flush()
         rows = [
@@ -99,10 +99,15 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> Database:
              "created_at": start + timedelta(seconds=i // 10),
              "updated_at": start, "probability": None if i % 97 == 0 else round((i * 37 % 100) / 100, 2),
              "status": Status.needs_review if i % 50 else Status.committed, "attempts": 1}
-            for i in range(N)
+            for i in range(n)
         ]
         session.execute(insert(FactSubmission), rows)
     return db
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> Database:
+    return _fill(f"sqlite:///{tmp_path_factory.mktemp('admin') / 'ledger.db'}", N)
 
 
 def _walk(db: Database, filters: q.QueueFilters, limit: int) -> tuple[list[str], list[float]]:
@@ -147,6 +152,22 @@ def test_keyset_pages_cover_the_queue_once_in_order(ledger: Database, sort: str)
     print(f"\nqueue sort={sort}: {len(seconds)} pages of 200 over {len(ids)} rows, "
           f"first pages {first * 1000:.1f} ms, last pages {last * 1000:.1f} ms")
     assert last < max(4 * first, 0.05)
+
+
+@pytest.mark.integration
+def test_keyset_pages_on_postgresql(postgres_url: str) -> None:
+    db = _fill(postgres_url, 2000)
+    try:
+        for sort in q.SORTS:
+            filters = q.QueueFilters(kb="big", sort=sort)
+            ids, _ = _walk(db, filters, limit=75)
+            assert ids == _expected(db, filters), sort
+        filters = q.QueueFilters(kb="big", source="blog", sort="newest")
+        expected = _expected(db, filters)
+        prev_id, next_id = q.neighbours(db=db, filters=filters, submission_id=expected[5])
+        assert (prev_id, next_id) == (expected[4], expected[6])
+    finally:
+        db.dispose()
 
 
 def test_filtered_pages_back_and_forth_and_neighbours(ledger: Database) -> None:
