@@ -207,6 +207,7 @@ def test_reviewer_cannot_reach_admin_pages_but_admin_can(
 
     admin = sign_in(browser, settings, "ui-admin", people["ui-admin"], "/admin/batches")
     assert admin.locator("#batches tbody tr").count() >= 2
+    admin.screenshot(path=str(OUT / "admin-batches.png"), full_page=True)
     admin.goto("/admin/users")
     assert "ui-reviewer" in admin.locator("#users").inner_text()
     admin.close()

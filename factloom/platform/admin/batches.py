@@ -27,7 +27,8 @@ class BatchRow:
 
     @property
     def done(self) -> bool:
-        return not any(self.counts.get(s, 0) for s in _OPEN)
+        """Nothing left to check, commit or review."""
+        return not any(self.counts.get(s, 0) for s in (*_OPEN, "needs_review"))
 
     @property
     def rate(self) -> float | None:
@@ -46,8 +47,8 @@ class Throughput:
     status_totals: dict[str, int]
 
     @property
-    def per_second(self) -> float:
-        return self.committed_last_hour / 3600.0
+    def per_minute_avg(self) -> float:
+        return self.committed_last_hour / max(len(self.per_minute), 1)
 
 
 def _utc(value: datetime) -> datetime:
