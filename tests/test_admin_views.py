@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import statistics
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -342,3 +343,53 @@ def test_login_throttle_refuses_after_repeated_failures_then_forgets() -> None:
     throttle.failed("ana")
     throttle.succeeded("ana")
     assert throttle.wait_s("ana") == 0.0
+
+
+def _waiting(client: TestClient, n: int) -> list[str]:
+    """``n`` submissions waiting for review in the in-process app's ledger."""
+    db: Database = client.app.state.resources.db  # type: ignore[attr-defined]
+    batch = uuid.uuid4().hex
+    ids = [uuid.uuid4().hex for _ in range(n)]
+    with db.session() as session:
+        session.add(IngestBatch(id=batch, kb="ui", count=n))
+        session.flush()
+        for i, sid in enumerate(ids):
+            session.add(FactSubmission(id=sid, batch_id=batch, kb="ui", key=sid, fact_id=sid, subject=f"Film {i}",
+                                       predicate="release_year", object="1999", source="blog",
+                                       status=Status.needs_review, probability=0.5))
+    return ids
+
+
+def _status(client: TestClient, sid: str) -> Status:
+    db: Database = client.app.state.resources.db  # type: ignore[attr-defined]
+    with db.session() as session:
+        row = session.get(FactSubmission, sid)
+        assert row is not None
+        return row.status
+
+
+def test_reject_then_a_late_second_decision_is_a_warning_not_an_error(client: TestClient) -> None:
+    csrf = _sign_in(client, "rita", "reviewer-pass")
+    (sid,) = _waiting(client, 1)
+    form = {"decision": "reject", "reason": "wrong film", "csrf": csrf, "back": "kb=ui"}
+    done = client.post(f"/admin/review/{sid}/decide", data=form, follow_redirects=False)
+    assert done.status_code == 303 and done.headers["location"] == "/admin/queue?kb=ui"
+    assert _status(client, sid) is Status.rejected
+    late = client.post(f"/admin/review/{sid}/decide", data=form, follow_redirects=False)
+    assert late.status_code == 303 and late.headers["location"] == f"/admin/review/{sid}?kb=ui"
+    forged = client.post(f"/admin/review/{sid}/decide", data={**form, "csrf": "nope"})
+    assert forged.status_code == 403
+
+
+def test_bulk_decisions_wait_for_the_confirmation(client: TestClient) -> None:
+    csrf = _sign_in(client, "rita", "reviewer-pass")
+    ids = _waiting(client, 3)
+    form = {"ids": ids[:2], "decision": "reject", "reason": "spam source", "csrf": csrf, "back": "kb=ui"}
+    confirm = client.post("/admin/queue/bulk", data=form)
+    assert confirm.status_code == 200 and "Reject 2 claims?" in confirm.text and "Film 1" in confirm.text
+    assert {_status(client, i) for i in ids} == {Status.needs_review}
+    done = client.post("/admin/queue/bulk", data={**form, "confirmed": "yes"}, follow_redirects=False)
+    assert done.status_code == 303
+    assert [_status(client, i) for i in ids] == [Status.rejected, Status.rejected, Status.needs_review]
+    queue = client.get("/admin/queue", params={"kb": "ui"})
+    assert "Rejected 2 item(s)" in queue.text and ids[2] in queue.text and ids[0] not in queue.text

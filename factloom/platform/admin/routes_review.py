@@ -15,7 +15,7 @@ from factloom.platform.admin.batches import knowledge_bases
 from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
 from factloom.platform.admin.visuals import neighbourhood_elements, verifier_chart
 from factloom.platform.deps import ResourcesDep
-from factloom.platform.errors import BadRequest
+from factloom.platform.errors import BadRequest, Conflict
 
 __all__ = ["router"]
 
@@ -105,7 +105,11 @@ def decide(
 ) -> Response:
     filters = _filters_from(back)
     _, next_id = q.neighbours(db=resources.db, filters=filters, submission_id=submission_id)
-    review.decide(db=resources.db, submission_id=submission_id, decision=decision, reason=reason, actor=me.actor)
+    try:
+        review.decide(db=resources.db, submission_id=submission_id, decision=decision, reason=reason,
+                      actor=me.actor)
+    except Conflict as exc:  # someone else was quicker: show the item as it now stands
+        return flash(request, redirect(f"{PREFIX}/review/{submission_id}?{back}"), exc.detail, "warn")
     verb = "Accepted" if decision == "accept" else "Rejected"
     message = f"{verb} {submission_id[:8]}" + (" — it is being committed to the graph" if decision == "accept" else "")
     target = f"{PREFIX}/review/{next_id}?{back}" if next_id else f"{PREFIX}/queue?{back}"
