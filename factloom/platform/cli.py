@@ -64,6 +64,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> None:
     bolt = settings.neo4j_uri
     print(
         f"\nFactLoom is up.\n  API        {settings.base_url}  (OpenAPI: {settings.base_url}/docs)\n"
+        f"  admin UI   {settings.base_url}/admin  (accounts: factloom users create NAME --role reviewer|admin)\n"
         f"  metrics    {settings.base_url}/metrics\n  Neo4j      {bolt}  (user {settings.neo4j_user}, "
         f"password in {settings.home / 'neo4j-password'})\n  Redis      {settings.redis_url}\n"
         f"  SQL        {settings.sql_url}\n  API key    {settings.home / 'api-key'} (scope admin)\n"
