@@ -393,3 +393,26 @@ def test_bulk_decisions_wait_for_the_confirmation(client: TestClient) -> None:
     assert [_status(client, i) for i in ids] == [Status.rejected, Status.rejected, Status.needs_review]
     queue = client.get("/admin/queue", params={"kb": "ui"})
     assert "Rejected 2 item(s)" in queue.text and ids[2] in queue.text and ids[0] not in queue.text
+
+
+def test_item_shows_the_stored_evidence_image(client: TestClient) -> None:
+    from factloom.ledger.evidence import store_image
+
+    _sign_in(client, "rita", "reviewer-pass")
+    settings: Settings = client.app.state.resources.settings  # type: ignore[attr-defined]
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+    sha = store_image(settings.evidence_dir, png, "image/png")
+    with_image, without = _waiting(client, 2)
+    db: Database = client.app.state.resources.db  # type: ignore[attr-defined]
+    with db.session() as session:
+        row = session.get(FactSubmission, with_image)
+        assert row is not None
+        row.evidence = {"text": "the poster", "image": {"sha256": sha, "content_type": "image/png", "bytes": len(png)}}
+    page = client.get(f"/admin/review/{with_image}")
+    assert page.status_code == 200 and f'src="/admin/review/{with_image}/image"' in page.text
+    image = client.get(f"/admin/review/{with_image}/image")
+    assert image.status_code == 200 and image.content == png
+    assert image.headers["content-type"] == "image/png" and image.headers["x-content-type-options"] == "nosniff"
+    assert client.get(f"/admin/review/{without}/image").status_code == 404
+    client.cookies.clear()
+    assert client.get(f"/admin/review/{with_image}/image", follow_redirects=False).status_code == 303

@@ -6,8 +6,10 @@ from typing import Annotated
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Form, Request, Response
+from fastapi.responses import FileResponse
 
 from factloom.graph.errors import GraphUnavailable
+from factloom.ledger.evidence import IMAGE_TYPES, image_path
 from factloom.platform.admin import queue as q
 from factloom.platform.admin import review
 from factloom.platform.admin.auth import Reviewer
@@ -15,7 +17,7 @@ from factloom.platform.admin.batches import knowledge_bases
 from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
 from factloom.platform.admin.visuals import neighbourhood_elements, verifier_chart
 from factloom.platform.deps import ResourcesDep
-from factloom.platform.errors import BadRequest, Conflict
+from factloom.platform.errors import BadRequest, Conflict, NotFound
 
 __all__ = ["router"]
 
@@ -62,7 +64,7 @@ def item_page(submission_id: str, request: Request, me: Reviewer, resources: Res
         [(c.verifier, c.probability) for c in item.checks],
         accept=_threshold(fusion, "accept"), reject=_threshold(fusion, "reject"),
     )
-    image = _image_of(item.row.evidence)
+    image = _image_of(item.row.id, item.row.evidence)
     return render(request, "item.html", item=item, row=item.row, chart=chart, conflicting=conflicting,
                   elements=elements, graph_note=graph_note, prev_id=prev_id, next_id=next_id,
                   back=filters.query(), image=image)
@@ -73,13 +75,24 @@ def _threshold(fusion: review.Check | None, name: str) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def _image_of(evidence: dict[str, object] | None) -> str | None:
-    """An inline preview for evidence images sent as ``data:image/...`` URIs (nothing is fetched)."""
+def _image_of(row_id: str, evidence: dict[str, object] | None) -> str | None:
+    """The URL of the submission's stored evidence image, when it came with one."""
     image = (evidence or {}).get("image")
-    if isinstance(image, str) and image.startswith(("data:image/png;", "data:image/jpeg;", "data:image/webp;",
-                                                    "data:image/gif;")):
-        return image
-    return None
+    return f"{PREFIX}/review/{row_id}/image" if isinstance(image, dict) and image.get("sha256") else None
+
+
+@router.get("/review/{submission_id}/image")
+def evidence_image(submission_id: str, me: Reviewer, resources: ResourcesDep) -> Response:
+    """The evidence image uploaded with a submission, read from the content-addressed store."""
+    item = review.load_item(db=resources.db, submission_id=submission_id)
+    image = (item.row.evidence or {}).get("image")
+    if not isinstance(image, dict) or image.get("content_type") not in IMAGE_TYPES:
+        raise NotFound(f"submission {submission_id} has no evidence image")
+    path = image_path(resources.settings.evidence_dir, str(image.get("sha256")), str(image["content_type"]))
+    if not path.is_file():
+        raise NotFound(f"the evidence image of submission {submission_id} is missing from the store")
+    return FileResponse(path, media_type=str(image["content_type"]),
+                        headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=86400"})
 
 
 def _claim_elements(item: review.Item, ids: dict[str, str]) -> list[dict[str, object]]:
