@@ -50,7 +50,8 @@ def train_scorers(args: argparse.Namespace, train: list[Triple], vocab: list[Tri
     scorers = []
     digest = hashlib.sha256("\n".join("\t".join(t) for t in train).encode()).hexdigest()[:12]
     for seed in args.seeds:
-        key = f"{args.dataset}-{digest}-r{args.rank}-e{args.epochs}-lr{args.lr}-reg{args.reg}-b{args.batch}-s{seed}"
+        key = (f"{args.dataset}-{digest}-r{args.rank}-e{args.epochs}-lr{args.lr}-reg{args.reg}-b{args.batch}"
+               f"{f'-n{args.negatives}' if args.negatives else ''}-s{seed}")
         path = args.cache / f"{key}.pt"
         if path.exists():
             scorers.append(ComplExScorer.load(path))
@@ -58,7 +59,8 @@ def train_scorers(args: argparse.Namespace, train: list[Triple], vocab: list[Tri
             continue
         t0 = time.perf_counter()
         scorer = ComplExScorer.from_triples(vocab, rank=args.rank)  # names only; fitted on train alone
-        scorer.fit(train, epochs=args.epochs, lr=args.lr, reg=args.reg, batch_size=args.batch, seed=seed)
+        scorer.fit(train, epochs=args.epochs, lr=args.lr, reg=args.reg, batch_size=args.batch, seed=seed,
+                   negatives=args.negatives)
         args.cache.mkdir(parents=True, exist_ok=True)
         scorer.save(path)
         print(f"scorer {key}: trained in {time.perf_counter() - t0:.0f} s")
@@ -75,7 +77,6 @@ class Pipeline:
         self.verifiers = [PlausibilityVerifier(sc, name=n, entity_types=types.entity_types)
                           for sc, n in zip(scorers, self.names, strict=True)]
         self.fusion: LearnedFusion | None = None
-        self.calib: tuple[np.ndarray, np.ndarray] | None = None
 
     def results(self, facts: list[Triple]) -> list[list[VerifierResult]]:
         rows: list[list[VerifierResult]] = [[] for _ in facts]
@@ -88,36 +89,45 @@ class Pipeline:
         return rows
 
     def tune(self, facts: list[Triple], labels: np.ndarray, seed: int) -> None:
-        rng = np.random.default_rng(seed)
-        calib = np.zeros(len(labels), dtype=bool)
-        for cls in (0, 1):
-            idx = np.flatnonzero(labels == cls)
-            calib[rng.choice(idx, size=int(round(self.args.calib_share * len(idx))), replace=False)] = True
-        fit_facts = [facts[i] for i in np.flatnonzero(~calib)]
-        for sc in self.scorers:  # per-relation Platt on the fit part only
-            sc.calibrators, sc.global_calibrator = {}, None
-            sc.calibrate(fit_facts, labels[~calib].tolist())
-        rows = self.results(facts)
-        fit_rows = [rows[i] for i in np.flatnonzero(~calib)]
-        cal_rows = [rows[i] for i in np.flatnonzero(calib)]
         details = {v.name: v.feature_names for v in self.verifiers} if self.args.features == "all" else {}
         self.fusion = LearnedFusion([*self.names, "types"], details=details, method=self.args.method,
-                                    target=0.0007, seed=seed)
+                                    target=0.0007, seed=seed, folds=self.args.fusion_folds, start=self.args.start)
+        calib = np.zeros(len(labels), dtype=bool)
+        if not self.args.fusion_folds:  # a held-out part calibrates and certifies
+            rng = np.random.default_rng(seed)
+            for cls in (0, 1):
+                idx = np.flatnonzero(labels == cls)
+                calib[rng.choice(idx, size=int(round(self.args.calib_share * len(idx))), replace=False)] = True
+        for sc in self.scorers:  # per-relation Platt (if asked) on the fit part only: it is a fusion input
+            sc.calibrators, sc.global_calibrator = {}, None
+            if self.args.scorer_calibration == "platt":
+                sc.calibrate([facts[i] for i in np.flatnonzero(~calib)], labels[~calib].tolist())
+        rows = self.results(facts)
+        if self.args.fusion_folds:
+            self.fusion.fit(rows, labels)
+            return
+        fit_rows = [rows[i] for i in np.flatnonzero(~calib)]
+        cal_rows = [rows[i] for i in np.flatnonzero(calib)]
         self.fusion.fit(fit_rows, labels[~calib], calib_rows=cal_rows, calib_labels=labels[calib])
-        self.calib = (self.fusion.predict_proba(cal_rows), labels[calib])
 
-    def baseline(self, facts: list[Triple]) -> np.ndarray:
-        """Plain ComplEx (first scorer) with its per-relation Platt probability at 0.5."""
-        return np.array([0.0 if p is None else p for p in self.scorers[0].score(facts)])
+    def baseline(self, facts: list[Triple], tune: list[Triple], labels: np.ndarray) -> np.ndarray:
+        """Plain ComplEx (first scorer) with per-relation Platt calibration on the tuning facts, at 0.5."""
+        sc = self.scorers[0]
+        sc.calibrators, sc.global_calibrator = {}, None
+        sc.calibrate(tune, labels.tolist())
+        out = np.array([0.0 if p is None else p for p in sc.score(facts)])
+        sc.calibrators, sc.global_calibrator = {}, None
+        return out
 
 
-def operating(fusion: LearnedFusion, calib: tuple[np.ndarray, np.ndarray], p: np.ndarray,
-              y: np.ndarray) -> dict[str, dict[str, Any]]:
+def operating(fusion: LearnedFusion, raw: np.ndarray, y: np.ndarray) -> dict[str, dict[str, Any]]:
+    """Per target: thresholds certified on the fusion's held-out scores, applied to the reported facts."""
+    assert fusion.held_out is not None
     out = {}
     for target in TARGETS:
-        fusion.choose_thresholds(calib[0].tolist(), calib[1].tolist(), target=float(target))
-        acc = p >= fusion.accept if fusion.accept is not None else np.zeros(len(p), dtype=bool)
-        rej = (p <= fusion.reject) & ~acc if fusion.reject is not None else np.zeros(len(p), dtype=bool)
+        fusion.choose_thresholds(*fusion.held_out, target=float(target))
+        acc = raw >= fusion.accept_raw if fusion.accept_raw is not None else np.zeros(len(raw), dtype=bool)
+        rej = (raw <= fusion.reject_raw) & ~acc if fusion.reject_raw is not None else np.zeros(len(raw), dtype=bool)
         cert = fusion.certificate
         assert cert is not None
         out[target] = {
@@ -127,9 +137,25 @@ def operating(fusion: LearnedFusion, calib: tuple[np.ndarray, np.ndarray], p: np
             "reject_error": float((y[rej] == 1).mean()) if rej.any() else 0.0,
             "accepted": int(acc.sum()), "rejected": int(rej.sum()),
             "validation_accepted": cert.accepted, "validation_errors": cert.errors, "upper_bound": cert.upper_bound,
-            "reason": cert.reason,
+            "reason": cert.reason, "point_estimate": point_estimate(*fusion.held_out, raw, y, float(target)),
         }
     return out
+
+
+def point_estimate(s: np.ndarray, ys: np.ndarray, raw: np.ndarray, y: np.ndarray, target: float) -> dict[str, Any]:
+    """For comparison only: thresholds whose validation error is within the target (no confidence bound)."""
+    order = np.argsort(-s, kind="stable")
+    err = np.cumsum(ys[order] == 0) / np.arange(1, len(s) + 1)
+    ok = np.flatnonzero(err <= target)
+    t_acc = float(s[order][ok[-1]]) if len(ok) else np.inf
+    order = np.argsort(s, kind="stable")
+    err = np.cumsum(ys[order] == 1) / np.arange(1, len(s) + 1)
+    ok = np.flatnonzero(err <= target)
+    t_rej = float(s[order][ok[-1]]) if len(ok) else -np.inf
+    acc, rej = raw >= t_acc, (raw <= min(t_rej, t_acc)) & (raw < t_acc)
+    return {"automation": float((acc | rej).mean()), "accept_share": float(acc.mean()),
+            "error": float((y[acc] == 0).mean()) if acc.any() else 0.0,
+            "reject_error": float((y[rej] == 1).mean()) if rej.any() else 0.0}
 
 
 def f1(pred: np.ndarray, y: np.ndarray) -> float:
@@ -184,10 +210,15 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--reg", type=float, default=0.05)
     p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--negatives", type=int, help="sampled negatives per batch instead of all entities (large graphs)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="one scorer per seed (an ensemble)")
     p.add_argument("--method", choices=["gbdt", "logistic"], default="gbdt")
     p.add_argument("--features", choices=["all", "scores"], default="all", help="scorer details as features")
-    p.add_argument("--calib-share", type=float, default=0.5, help="share of valid that calibrates and certifies")
+    p.add_argument("--fusion-folds", type=int, default=5, help="cross-fitted fusion folds; 0: a held-out part")
+    p.add_argument("--start", type=float, default=2.0, help="first certified threshold: START x fewest facts")
+    p.add_argument("--calib-share", type=float, default=0.5, help="with --fusion-folds 0: the held-out share")
+    p.add_argument("--scorer-calibration", choices=["none", "platt"], default="none",
+                   help="per-relation Platt of the scorer as a fusion input (fitted on the fit part)")
     p.add_argument("--folds", type=int, default=5, help="with --split valid: report fold by fold")
     p.add_argument("--chunk", type=int, default=512, help="claims per verifier call")
     p.add_argument("--cache", type=Path, default=Path("/tmp/factloom-bench-scorers"))
@@ -214,11 +245,11 @@ def main() -> None:
     if args.split == "test":
         pipe.tune(tune_facts, tune_y, seed=0)
         t0 = time.perf_counter()
-        assert pipe.fusion is not None and pipe.calib is not None
-        prob = pipe.fusion.predict_proba(pipe.results(facts))
+        assert pipe.fusion is not None
+        raw, prob = pipe.fusion.scores(pipe.results(facts))
         speed = len(facts) / (time.perf_counter() - t0)
-        base = pipe.baseline(facts)
-        points = operating(pipe.fusion, pipe.calib, prob, y)
+        base = pipe.baseline(facts, tune_facts, tune_y)
+        points = operating(pipe.fusion, raw, y)
         folds_info: list[dict[str, Any]] = [pipe.fusion.meta()]
     else:
         fold = np.random.default_rng(1).permutation(len(facts)) % args.folds
@@ -227,13 +258,13 @@ def main() -> None:
         for k in range(args.folds):
             tr_idx, te_idx = np.flatnonzero(fold != k), np.flatnonzero(fold == k)
             pipe.tune([facts[i] for i in tr_idx], y[tr_idx], seed=k)
-            assert pipe.fusion is not None and pipe.calib is not None
+            assert pipe.fusion is not None
             t0 = time.perf_counter()
             held = [facts[i] for i in te_idx]
-            prob[te_idx] = pipe.fusion.predict_proba(pipe.results(held))
+            raw, prob[te_idx] = pipe.fusion.scores(pipe.results(held))
             speeds.append(len(held) / (time.perf_counter() - t0))
-            base[te_idx] = pipe.baseline(held)
-            per_fold.append((te_idx, operating(pipe.fusion, pipe.calib, prob[te_idx], y[te_idx])))
+            base[te_idx] = pipe.baseline(held, [facts[i] for i in tr_idx], y[tr_idx])
+            per_fold.append((te_idx, operating(pipe.fusion, raw, y[te_idx])))
             folds_info.append(pipe.fusion.meta())
         speed = float(np.median(speeds))
         points = {}
@@ -247,6 +278,8 @@ def main() -> None:
                 "error": float(err / acc) if acc else 0.0, "accepted": int(acc),
                 "accept_share": acc / len(facts),
                 "folds": [{k: v for k, v in f[1][target].items() if k != "reason"} for f in per_fold],
+                "point_estimate_automation": float(np.mean([f[1][target]["point_estimate"]["automation"]
+                                                            for f in per_fold])),
             }
     pred = prob >= 0.5
     metrics = {
@@ -267,7 +300,9 @@ def main() -> None:
           f"{speed:.0f} facts/s")
     for target, pt in points.items():
         print(f"  target {target}: certified {pt['certified']}, automation {pt['automation']:.3f}, "
-              f"error {pt['error']:.4f} ({pt['accepted']} accepted)")
+              f"error {pt['error']:.4f} ({pt['accepted']} accepted)"
+              + (f"; uncertified point estimate: automation {pt['point_estimate']['automation']:.3f}, "
+                 f"error {pt['point_estimate']['error']:.4f}" if "point_estimate" in pt else ""))
     plot(prob, y, points if args.split == "test" else {}, out.with_suffix(""), f"{args.dataset} {args.split}")
 
 

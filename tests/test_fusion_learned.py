@@ -102,3 +102,21 @@ def test_bad_input_is_refused(tmp_path: Path) -> None:
         LearnedFusion(["a"]).predict_proba(rows)
     with pytest.raises(FileNotFoundError):
         LearnedFusion.load(tmp_path)
+
+
+def test_cross_fitted_fusion_certifies_out_of_fold_and_scores_new_facts_by_their_fold(tmp_path: Path) -> None:
+    rows, y, _ = _sample(5000, seed=8)
+    fusion = LearnedFusion(["a", "b"], details={"a": ["extra"]}, target=0.01, folds=5).fit(rows, y)
+    assert isinstance(fusion.model, list) and len(fusion.model) == 5
+    assert fusion.metrics["calibration_facts"] == 5000 and "cross-fitted" in fusion.metrics["certificate_basis"]
+    assert fusion.certificate is not None and fusion.certificate.certified
+    test_rows, test_y, bayes = _sample(8000, seed=9)
+    fused = fusion.fuse_many(test_rows)
+    p = np.array([f.probability for f in fused])
+    assert np.abs(p - bayes).mean() < 0.05
+    accepted = np.array([f.verdict is Verdict.accept for f in fused])
+    assert accepted.sum() > 1000 and (test_y[accepted] == 0).mean() <= 0.015
+    again = LearnedFusion.load(fusion.save(tmp_path / "cf"))
+    assert again.folds == 5 and np.array_equal(again.predict_proba(test_rows[:100]), p[:100])
+    with pytest.raises(ValueError, match="folds"):
+        LearnedFusion(["a"], folds=1)

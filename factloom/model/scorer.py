@@ -120,13 +120,17 @@ class ComplExScorer:
         return ids, keep
 
     def fit(self, triples: Sequence[Triple], *, epochs: int = 50, batch_size: int = 1000, lr: float = 0.1,
-            reg: float = 5e-2, seed: int = 0, progress: bool = True) -> list[float]:
-        """1-N softmax over all tails for (h, r) and (t, r⁻¹); N3 penalty on the factors. Returns epoch losses."""
+            reg: float = 5e-2, seed: int = 0, progress: bool = True, negatives: int | None = None) -> list[float]:
+        """1-N softmax over all tails for (h, r) and (t, r⁻¹); N3 penalty on the factors. Returns epoch losses.
+
+        ``negatives``: softmax over the true tail and that many entities sampled per batch instead of all
+        entities — much cheaper on a large graph, a little less accurate.
+        """
         torch.manual_seed(seed)
         ids, keep = self._ids(triples)
         ids = ids[keep]
         self.known = ids
-        self.hparams.update(epochs=epochs, batch_size=batch_size, lr=lr, reg=reg, seed=seed)
+        self.hparams.update(epochs=epochs, batch_size=batch_size, lr=lr, reg=reg, seed=seed, negatives=negatives)
         self._index()
         n_rel = len(self.relations)
         both = np.concatenate([ids, np.stack([ids[:, 2], ids[:, 1] + n_rel, ids[:, 0]], 1)])  # (2N, 3)
@@ -139,9 +143,17 @@ class ComplExScorer:
             total = 0.0
             for i in range(0, len(perm), batch_size):
                 b = perm[i : i + batch_size]
-                logits, parts = self.model.all_tails(b[:, 0], b[:, 1])
-                loss = torch.nn.functional.cross_entropy(logits, b[:, 2])
                 tail = self.model.ent(b[:, 2])
+                if negatives is None or negatives >= len(self.entities):
+                    logits, parts = self.model.all_tails(b[:, 0], b[:, 1])
+                    loss = torch.nn.functional.cross_entropy(logits, b[:, 2])
+                else:
+                    qr, qi, parts = self.model.query(b[:, 0], b[:, 1])
+                    neg = self.model.ent(torch.randint(len(self.entities), (negatives,)))  # (K, 2R)
+                    own = (qr * tail[:, : self.rank] + qi * tail[:, self.rank :]).sum(-1, keepdim=True)  # (B, 1)
+                    sampled = qr @ neg[:, : self.rank].T + qi @ neg[:, self.rank :].T  # (B, K)
+                    loss = torch.nn.functional.cross_entropy(torch.cat([own, sampled], 1),
+                                                             torch.zeros(len(b), dtype=torch.long))
                 factors = [torch.sqrt(parts[0] ** 2 + parts[1] ** 2), torch.sqrt(parts[2] ** 2 + parts[3] ** 2),
                            torch.sqrt(tail[:, : self.rank] ** 2 + tail[:, self.rank :] ** 2)]
                 n3 = sum(torch.sum(torch.abs(f) ** 3) for f in factors) / len(b)

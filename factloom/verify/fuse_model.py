@@ -12,14 +12,24 @@ isotonic (or Platt) calibration and then certifies the thresholds with :mod:`fac
   ``reject_target``, default ``target``).
 
 Because calibration and certification use facts the classifier never saw, the bound is a finite-sample
-guarantee for new facts from the same distribution. Everything abstaining means review.
+guarantee for new facts from the same distribution.
+
+With ``folds=K`` (cross-fitting) every labelled fact serves both purposes: the facts are cut into K
+folds by a hash of their feature row, fold model k is fitted on the other folds, and each fact's
+out-of-fold score calibrates and certifies. A new fact is scored by the fold model its own hash picks,
+so it is scored exactly like the validation facts of that fold were, by a model that is independent of
+them; pooled over folds the error count is a sum of independent binomials, which the Clopper–Pearson
+bound at their mean rate covers. The classifier then learns from (K-1)/K of the facts instead of half.
+Everything abstaining means review.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +41,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from factloom.verify.base import Verdict, VerifierResult
-from factloom.verify.calibrate import Calibrator, expected_calibration_error, operating_point
-from factloom.verify.certify import Certificate, certify_accept_threshold
+from factloom.verify.calibrate import Calibrator, expected_calibration_error
+from factloom.verify.certify import Certificate, certify_accept_threshold, min_clean_accepts
 from factloom.verify.fusion import Fused
 
 __all__ = ["LearnedFusion", "FUSION_FORMAT"]
@@ -52,26 +62,35 @@ class LearnedFusion:
         target: allowed error among auto-accepted facts; ``reject_target`` the share of true facts
             allowed among auto-rejected ones (default: ``target``).
         alpha: one minus the confidence of the certificate.
+        folds: 0 for a held-out calibration part; ``K >= 2`` to cross-fit K fold models.
+        start: the first threshold tested accepts ``start`` times the fewest facts that can certify.
     """
 
     name = "fusion"
 
     def __init__(self, verifiers: Sequence[str], *, details: Mapping[str, Sequence[str]] | None = None,
                  method: str = "gbdt", calibration: str = "isotonic", target: float = 0.0007,
-                 reject_target: float | None = None, alpha: float = 0.05, seed: int = 0) -> None:
+                 reject_target: float | None = None, alpha: float = 0.05, seed: int = 0, folds: int = 0,
+                 start: float = 2.0) -> None:
         if method not in ("gbdt", "logistic"):
             raise ValueError(f"unknown fusion method {method!r}; use 'gbdt' or 'logistic'")
         if not verifiers:
             raise ValueError("a fusion needs at least one verifier")
         self.verifiers = list(verifiers)
         self.details = {k: list(v) for k, v in (details or {}).items()}
-        self.method, self.calibration, self.alpha, self.seed = method, calibration, alpha, seed
+        if folds == 1 or folds < 0:
+            raise ValueError(f"folds must be 0 (held-out calibration) or at least 2, got {folds}")
+        self.method, self.calibration, self.alpha, self.seed, self.folds = method, calibration, alpha, seed, folds
+        self.start = start
         self.target = target
         self.reject_target = target if reject_target is None else reject_target
         self.model: Any = None
         self.calibrator: Calibrator | None = None
-        self.accept: float | None = None
+        self.accept: float | None = None  # calibrated probability at the decision thresholds, for people
         self.reject: float | None = None
+        self.accept_raw: float | None = None  # the decision thresholds, on the classifier's log-odds
+        self.reject_raw: float | None = None
+        self.held_out: tuple[np.ndarray, np.ndarray] | None = None  # scores and labels that certified (not saved)
         self.certificate: Certificate | None = None
         self.reject_certificate: Certificate | None = None
         self.metrics: dict[str, Any] = {}
@@ -114,9 +133,22 @@ class LearnedFusion:
                                                   min_samples_leaf=20, l2_regularization=1.0, random_state=self.seed)
         return make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=2000))
 
+    def _assign(self, x: np.ndarray) -> np.ndarray:
+        """Each row's fold, from a hash of its features (so a fact always meets the same fold model)."""
+        rows = np.ascontiguousarray(np.nan_to_num(x, nan=-7.77e7).round(9))
+        return np.array([zlib.crc32(r.tobytes()) % self.folds for r in rows], dtype=np.int64)
+
     def _raw(self, x: np.ndarray) -> np.ndarray:
         """The classifier's log-odds: Platt scaling of a logit stays exact for a well-specified model."""
-        p = np.clip(np.asarray(self.model.predict_proba(x)[:, 1], dtype=np.float64), 1e-9, 1 - 1e-9)
+        if isinstance(self.model, list):  # cross-fitted: each row scored by its own fold's model
+            p = np.zeros(len(x))
+            assign = self._assign(x)
+            for k, model in enumerate(self.model):
+                if (assign == k).any():
+                    p[assign == k] = model.predict_proba(x[assign == k])[:, 1]
+        else:
+            p = np.asarray(self.model.predict_proba(x)[:, 1], dtype=np.float64)
+        p = np.clip(p, 1e-9, 1 - 1e-9)
         return np.asarray(np.log(p / (1 - p)))
 
     def fit(self, rows: Rows, labels: Sequence[int], *, calib_rows: Rows | None = None,
@@ -129,6 +161,8 @@ class LearnedFusion:
         y = np.asarray(labels, dtype=np.int64)
         if len(y) != len(rows):
             raise ValueError(f"{len(rows)} rows but {len(y)} labels")
+        if self.folds and calib_rows is None:
+            return self._fit_crossfit(rows, y)
         if calib_rows is None:
             if not 0.0 < holdout < 1.0:
                 raise ValueError(f"holdout must be in (0, 1), got {holdout}")
@@ -148,70 +182,136 @@ class LearnedFusion:
             if len(np.unique(ys)) < 2:
                 raise ValueError(f"the {what} facts need both true and false ones")
         self.model = self._new_model().fit(self.featurize(rows), y)
-        raw = self._raw(self.featurize(calib_rows))
+        self._calibrate_and_certify(self._raw(self.featurize(calib_rows)), yc, fit_facts=int(len(y)))
+        return self
+
+    def _fit_crossfit(self, rows: Rows, y: np.ndarray) -> LearnedFusion:
+        if len(np.unique(y)) < 2:
+            raise ValueError("the fit facts need both true and false ones")
+        x = self.featurize(rows)
+        assign = self._assign(x)
+        models = []
+        for k in range(self.folds):
+            out = assign == k
+            if len(np.unique(y[~out])) < 2 or not out.any():
+                raise ValueError(f"fold {k} of {self.folds} is empty or one-sided: too few labelled facts")
+            models.append(self._new_model().fit(x[~out], y[~out]))
+        self.model = models
+        raw = self._raw(x)  # out-of-fold by construction
+        self._calibrate_and_certify(raw, y, fit_facts=int(len(y) * (self.folds - 1) / self.folds))
+        return self
+
+    def _calibrate_and_certify(self, raw: np.ndarray, yc: np.ndarray, *, fit_facts: int) -> None:
         self.calibrator = Calibrator(self.calibration).fit(raw.tolist(), yc.tolist())
         p = self.calibrator.predict(raw.tolist())
-        self.choose_thresholds(p.tolist(), yc.tolist())
-        point = operating_point(p.tolist(), yc.tolist(), accept=self.accept, reject=self.reject)
+        self.held_out = (raw, yc)
+        self.choose_thresholds(raw.tolist(), yc.tolist())
+        acc = raw >= self.accept_raw if self.accept_raw is not None else np.zeros(len(raw), dtype=bool)
+        rej = (raw <= self.reject_raw) & ~acc if self.reject_raw is not None else np.zeros(len(raw), dtype=bool)
+        point = {"automation": float((acc | rej).mean()), "accepted": int(acc.sum()), "rejected": int(rej.sum()),
+                 "error": float((yc[acc] == 0).mean()) if acc.any() else 0.0,
+                 "reject_error": float((yc[rej] == 1).mean()) if rej.any() else 0.0}
         self.metrics = {
-            "fit_facts": int(len(y)), "calibration_facts": int(len(yc)),
+            "fit_facts": fit_facts, "calibration_facts": int(len(yc)),
+            "certificate_basis": f"{self.folds}-fold cross-fitted" if self.folds else "held-out part",
             "calibration_accuracy": float(((p >= 0.5) == yc).mean()),
             "calibration_ece": expected_calibration_error(p.tolist(), yc.tolist()),
             **{f"calibration_{k}": v for k, v in point.items()},
         }
         self.version = self._version()
-        return self
 
-    def choose_thresholds(self, probabilities: Sequence[float], labels: Sequence[int], *,
+    def choose_thresholds(self, scores: Sequence[float], labels: Sequence[int], *,
                           target: float | None = None, reject_target: float | None = None) -> None:
-        """Certify accept / reject thresholds on calibrated held-out probabilities (sets them on self)."""
+        """Certify accept / reject thresholds on held-out classifier log-odds (sets them on self).
+
+        The scan runs over the raw scores, which have no ties, so every fact is its own candidate
+        threshold; ``accept`` / ``reject`` report the calibrated probability at the chosen raw thresholds
+        (``accept_raw`` / ``reject_raw``), which are what :meth:`fuse_many` compares against.
+        ``fusion.choose_thresholds(*fusion.held_out, target=0.01)`` re-targets a fitted fusion.
+        """
         if target is not None:
             self.target = target
             self.reject_target = target if reject_target is None else reject_target
         elif reject_target is not None:
             self.reject_target = reject_target
-        p = np.asarray(probabilities, dtype=np.float64)
+        s = np.asarray(scores, dtype=np.float64)
         y = np.asarray(labels, dtype=np.int64)
-        self.certificate = certify_accept_threshold(p.tolist(), y.tolist(), target=self.target, alpha=self.alpha)
-        self.reject_certificate = certify_accept_threshold((1 - p).tolist(), (1 - y).tolist(),
-                                                           target=self.reject_target, alpha=self.alpha)
-        self.accept = self.certificate.threshold
-        rt = self.reject_certificate.threshold
-        self.reject = None if rt is None else 1.0 - rt
-        if self.accept is not None and self.reject is not None and self.reject >= self.accept:
-            self.reject = None  # cannot happen with small targets; never let the two overlap
+        acc = certify_accept_threshold(self._start(s, self.target).tolist(), y.tolist(), target=self.target,
+                                       alpha=self.alpha)
+        rej = certify_accept_threshold(self._start(-s, self.reject_target).tolist(), (1 - y).tolist(),
+                                       target=self.reject_target, alpha=self.alpha)
+        self.accept_raw = acc.threshold
+        self.reject_raw = None if rej.threshold is None else -rej.threshold
+        if self.accept_raw is not None and self.reject_raw is not None and self.reject_raw >= self.accept_raw:
+            self.reject_raw = None  # cannot happen with small targets; never let the two overlap
+        self.accept, self.reject = self._prob(self.accept_raw), self._prob(self.reject_raw)
+        self.certificate = self._shown(acc, self.accept, "p >=")
+        self.reject_certificate = self._shown(rej, self.reject, "p <=")
         self.version = self._version()
+
+    def _start(self, s: np.ndarray, target: float) -> np.ndarray:
+        """Where the fixed sequence of tests begins: the top ``start * min_clean_accepts`` scores form one block.
+
+        Starting at the fewest facts that could pass would demand a spotless top; one wrong fact there
+        ends the scan. A first test on a larger block tolerates a few. The block is chosen from the
+        scores alone, before any label is looked at, so the fixed-sequence guarantee is unchanged.
+        """
+        n0 = min(len(s), int(np.ceil(self.start * min_clean_accepts(target, self.alpha))))
+        if n0 <= 1:
+            return s
+        out = s.copy()
+        top = np.argsort(-s, kind="stable")[:n0]
+        out[top] = s[top[-1]]
+        return out
+
+    def _prob(self, raw: float | None) -> float | None:
+        if raw is None or self.calibrator is None:
+            return None
+        return float(self.calibrator.predict([raw])[0])
+
+    def _shown(self, cert: Certificate, prob: float | None, side: str) -> Certificate:
+        """The certificate with its threshold as a calibrated probability (the scan ran on log-odds)."""
+        if not cert.certified or prob is None:
+            return cert
+        wrong = "true facts" if side == "p <=" else "errors"
+        reason = (f"{cert.errors}/{cert.accepted} {wrong} at fused {side} {prob:.4f}; {1 - cert.alpha:.0%} UCB "
+                  f"{cert.upper_bound:.5f} <= {cert.target:g}")
+        return replace(cert, threshold=prob, reason=reason)
 
     def predict_proba(self, rows: Rows) -> np.ndarray:
         """Calibrated probability of truth per row (NaN where every verifier abstained)."""
+        return self.scores(rows)[1]
+
+    def scores(self, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
+        """Classifier log-odds and calibrated probability per row (NaN where every verifier abstained)."""
         if self.model is None or self.calibrator is None:
             raise RuntimeError("LearnedFusion.predict_proba before fit or load")
         if not rows:
-            return np.zeros(0)
-        x = self.featurize(rows)
-        p = self.calibrator.predict(self._raw(x).tolist())
+            return np.zeros(0), np.zeros(0)
+        raw = self._raw(self.featurize(rows))
+        p = self.calibrator.predict(raw.tolist())
         silent = np.array([all(r.probability is None for r in rs) for rs in rows])
-        p[silent] = np.nan
-        return p
+        raw[silent], p[silent] = np.nan, np.nan
+        return raw, p
 
     def fuse(self, results: Sequence[VerifierResult]) -> Fused:
         return self.fuse_many([results])[0]
 
     def fuse_many(self, rows: Rows) -> list[Fused]:
         """One :class:`Fused` per claim; one batched model call."""
-        probs = self.predict_proba(rows)
+        raws, probs = self.scores(rows)
         out = []
-        for results, p in zip(rows, probs, strict=True):
+        for results, raw, p in zip(rows, raws, probs, strict=True):
             voting = [r for r in results if r.probability is not None]
             if not voting:
                 out.append(Fused(None, Verdict.review, "every verifier abstained"))
                 continue
             worst = min(voting, key=lambda r: r.probability or 0.0)
             doubt = f"weakest {worst.verifier}: {worst.explanation}"
-            if self.accept is not None and p >= self.accept:
+            if self.accept_raw is not None and raw >= self.accept_raw:
                 out.append(Fused(float(p), Verdict.accept,
                                  f"fused p {p:.4f} >= accept {self.accept:.4f} (certified {self.target:g})"))
-            elif self.reject is not None and p <= self.reject:
+            elif self.reject_raw is not None and raw <= self.reject_raw:
                 out.append(Fused(float(p), Verdict.reject, f"fused p {p:.4f} <= reject {self.reject:.4f}; {doubt}"))
             else:
                 out.append(Fused(float(p), Verdict.review, f"fused p {p:.4f} needs review; {doubt}"))
@@ -221,8 +321,10 @@ class LearnedFusion:
         return {
             "format": FUSION_FORMAT, "version": self.version, "verifiers": self.verifiers, "details": self.details,
             "features": self.feature_names, "method": self.method, "calibration": self.calibration,
-            "alpha": self.alpha, "seed": self.seed, "target": self.target, "reject_target": self.reject_target,
-            "thresholds": {"accept": self.accept, "reject": self.reject},
+            "alpha": self.alpha, "seed": self.seed, "folds": self.folds, "start": self.start, "target": self.target,
+            "reject_target": self.reject_target,
+            "thresholds": {"accept": self.accept, "reject": self.reject, "accept_log_odds": self.accept_raw,
+                           "reject_log_odds": self.reject_raw},
             "certificate": self.certificate.as_dict() if self.certificate else None,
             "reject_certificate": self.reject_certificate.as_dict() if self.reject_certificate else None,
             "metrics": self.metrics,
@@ -252,10 +354,13 @@ class LearnedFusion:
             raise ValueError(f"{path}: unknown format {meta.get('format')!r}, expected {FUSION_FORMAT}")
         fusion = cls(meta["verifiers"], details=meta["details"], method=meta["method"],
                      calibration=meta["calibration"], target=meta["target"], reject_target=meta["reject_target"],
-                     alpha=meta["alpha"], seed=meta["seed"])
+                     alpha=meta["alpha"], seed=meta["seed"], folds=meta.get("folds", 0),
+                     start=meta.get("start", 2.0))
         state = joblib.load(directory / "model.joblib")
         fusion.model, fusion.calibrator = state["model"], state["calibrator"]
-        fusion.accept, fusion.reject = meta["thresholds"]["accept"], meta["thresholds"]["reject"]
+        th = meta["thresholds"]
+        fusion.accept, fusion.reject = th["accept"], th["reject"]
+        fusion.accept_raw, fusion.reject_raw = th.get("accept_log_odds"), th.get("reject_log_odds")
         fusion.certificate = Certificate(**meta["certificate"]) if meta["certificate"] else None
         fusion.reject_certificate = Certificate(**meta["reject_certificate"]) if meta["reject_certificate"] else None
         fusion.metrics, fusion.version = meta["metrics"], meta["version"]
