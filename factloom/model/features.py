@@ -11,6 +11,7 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +21,7 @@ from torch_geometric.data import Batch, Data
 from factloom.graph.types import Edge, Subgraph
 
 __all__ = ["RelationKey", "Sample", "RelationFeatures", "humanise", "make_sample", "collate", "Collated",
-           "question_features", "SEGMENTS"]
+           "question_features", "question_inputs", "encode_with_tokens", "weak_relations", "SEGMENTS"]
 
 # possessive segments encoded beside the whole question ("X 's spouse 's father 's birthplace");
 # off: on PQ-3H (1000 training questions) dev hits@1 fell from 0.78 to 0.72 with 4 of them
@@ -47,6 +48,8 @@ class Sample:
     edges: list[Edge]  # the facts, stored direction
     seeds: list[int]  # node indices
     answers: list[int] = field(default_factory=list)  # node indices (training only)
+    qtok: npt.NDArray[np.float32] | None = None  # (L, D) the question's token embeddings
+    relations: list[RelationKey] = field(default_factory=list)  # gold relation of each hop (training only)
 
 
 def question_features(encode: Encode, question: str, mentions: Sequence[str]) -> npt.NDArray[np.float32]:
@@ -66,14 +69,83 @@ def question_features(encode: Encode, question: str, mentions: Sequence[str]) ->
     return out.reshape(-1)
 
 
+def encode_with_tokens(embedder: Any, texts: list[str],
+                       batch_size: int = 64) -> list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]]:
+    """One transformer pass per text for both its sentence embedding ``(D,)`` (unit norm, as
+    :meth:`Embedder.encode <factloom.model.embedder.Embedder.encode>` returns it) and its
+    contextual token embeddings ``(L, D)`` (``[CLS]`` … ``[SEP]``, padding removed)."""
+    if not texts:
+        return []
+    with embedder._lock:  # the tokeniser is not safe to call concurrently
+        outs = embedder._model.encode(texts, batch_size=batch_size, output_value=None, convert_to_numpy=True,
+                                      normalize_embeddings=True, show_progress_bar=False)
+    result = []
+    for o in outs:
+        n = int(o["attention_mask"].sum())
+        tok = o["token_embeddings"][:n]
+        tok = tok.float().cpu().numpy() if isinstance(tok, torch.Tensor) else np.asarray(tok)
+        vec = o["sentence_embedding"]
+        vec = vec.float().cpu().numpy() if isinstance(vec, torch.Tensor) else np.asarray(vec)
+        result.append((vec.astype(np.float32), tok.astype(np.float32)))
+    return result
+
+
+def question_inputs(embedder: Any, question: str,
+                    mentions: Sequence[str]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """The question's relation words (entity mentions removed): sentence embedding ``(D,)`` and
+    token embeddings ``(L, D)`` from one encoder call. The reasoner attends over the tokens once
+    per hop, so "the mother's children" and "the children's mother" give different hop orders."""
+    from factloom.graph.linking import strip_mentions
+
+    return encode_with_tokens(embedder, [strip_mentions(question, mentions) or question])[0]
+
+
+def weak_relations(s: Sample, hops: int | None = None, max_hops: int = 3,
+                   max_paths: int = 20000) -> list[RelationKey]:
+    """Weak supervision for the relation of each hop when the data does not name the path: the
+    relation sequence from the seeds that reaches the most answers, of length ``hops`` when the
+    hop count is known (MetaQA's question sets), else the shortest that reaches one. Empty when
+    nothing reaches an answer or two sequences tie (an ambiguous path teaches nothing).
+    """
+    if not s.answers or not s.seeds:
+        return []
+    out_edges: dict[int, list[tuple[RelationKey, int]]] = {}
+    index = {n: i for i, n in enumerate(s.nodes)}
+    for e in s.edges:
+        a, b = index[e.source_id], index[e.target_id]
+        out_edges.setdefault(a, []).append(((e.predicate, True), b))
+        out_edges.setdefault(b, []).append(((e.predicate, False), a))
+    answers = set(s.answers)
+    paths: dict[tuple[RelationKey, ...], frozenset[int]] = {(): frozenset(s.seeds)}
+    for length in range(1, (hops or max_hops) + 1):
+        nxt: dict[tuple[RelationKey, ...], set[int]] = {}
+        for path, nodes in paths.items():
+            for u in nodes:
+                for key, v in out_edges.get(u, ()):
+                    nxt.setdefault((*path, key), set()).add(v)
+        if len(nxt) > max_paths:
+            return []
+        paths = {p: frozenset(n) for p, n in nxt.items()}
+        if hops is not None and length < hops:
+            continue
+        scored = sorted(((len(n & answers), -len(n), p) for p, n in paths.items() if n & answers), reverse=True)
+        if scored:
+            if len(scored) > 1 and scored[0][:2] == scored[1][:2]:
+                return []
+            return list(scored[0][2])
+    return []
+
+
 def make_sample(question: str, qvec: npt.NDArray[np.float32], graph: Subgraph,
-                answers: Sequence[str] = ()) -> Sample:
+                answers: Sequence[str] = (), qtok: npt.NDArray[np.float32] | None = None,
+                relations: Sequence[RelationKey] = ()) -> Sample:
     nodes = list(dict.fromkeys([s.entity_id for s in graph.seeds]
                                + [n for e in graph.edges for n in (e.source_id, e.target_id)]))
     index = {n: i for i, n in enumerate(nodes)}
     seeds = list(dict.fromkeys(index[s.entity_id] for s in graph.seeds))
     return Sample(question=question, qvec=qvec, nodes=nodes, names=graph.names, edges=list(graph.edges),
-                  seeds=seeds, answers=[index[a] for a in dict.fromkeys(answers) if a in index])
+                  seeds=seeds, answers=[index[a] for a in dict.fromkeys(answers) if a in index], qtok=qtok,
+                  relations=list(relations))
 
 
 class RelationFeatures:
@@ -112,6 +184,9 @@ class Collated:
     rel_feat: torch.Tensor  # (R, D + 1)
     keys: list[RelationKey]
     qvec: torch.Tensor  # (B, D)
+    qtok: torch.Tensor  # (B, L, D) token embeddings, zero-padded (a sample without tokens: its qvec)
+    qmask: torch.Tensor  # (B, L) true where a token is
+    gold: torch.Tensor  # (B, G) index into keys of each hop's gold relation, -1 where unknown
     node_offset: list[int]
     edge_offset: list[int]
     samples: list[Sample]
@@ -141,9 +216,25 @@ def collate(samples: Sequence[Sample], features: RelationFeatures) -> Collated:
     node_offset = np.cumsum([0] + [len(s.nodes) for s in samples]).tolist()
     edge_offset = np.cumsum([0] + [2 * len(s.edges) for s in samples]).tolist()
     key_list = list(keys)
-    return Collated(batch=batch, rel_feat=features.matrix(key_list), keys=key_list,
-                    qvec=torch.from_numpy(np.stack([s.qvec for s in samples]).astype(np.float32)),
-                    node_offset=node_offset, edge_offset=edge_offset, samples=list(samples))
+    qvec = torch.from_numpy(np.stack([s.qvec for s in samples]).astype(np.float32))  # (B, (1 + S) D)
+    dim = samples[0].qvec.shape[0] // (1 + SEGMENTS)
+    toks = [s.qtok if s.qtok is not None and len(s.qtok) else s.qvec[None, :dim] for s in samples]
+    width = max(len(t) for t in toks)
+    qtok = torch.zeros(len(samples), width, toks[0].shape[1])  # (B, L, D)
+    qmask = torch.zeros(len(samples), width, dtype=torch.bool)  # (B, L)
+    for i, t in enumerate(toks):
+        qtok[i, : len(t)] = torch.from_numpy(np.asarray(t, dtype=np.float32))
+        qmask[i, : len(t)] = True
+    hops = max((len(s.relations) for s in samples), default=0)
+    gold = torch.full((len(samples), hops), -1, dtype=torch.long)  # (B, G)
+    for i, s in enumerate(samples):
+        held = {e.predicate for e in s.edges}
+        for hop, key in enumerate(s.relations):
+            if key[0] in held:  # a gold relation this sample's graph lacks teaches nothing
+                gold[i, hop] = keys[key]
+    return Collated(batch=batch, rel_feat=features.matrix(key_list), keys=key_list, qvec=qvec, qtok=qtok,
+                    qmask=qmask, gold=gold, node_offset=node_offset, edge_offset=edge_offset,
+                    samples=list(samples))
 
 
 def edge_batch(c: Collated) -> torch.Tensor:

@@ -31,6 +31,7 @@ def load_model(path: Path) -> RelationRouter | PathReasoner:
     blob = torch.load(path, map_location="cpu", weights_only=False)
     model: RelationRouter | PathReasoner
     blob["config"].setdefault("segments", 0)  # artefacts from before question segments
+    blob["config"].setdefault("instructions", False)  # artefacts from before per-hop instructions
     if blob["kind"] == "router":
         model = RelationRouter(RouterConfig(**blob["config"]))
     else:
@@ -118,7 +119,7 @@ def _with_edges(s: Sample, g: Subgraph) -> Sample:
     from factloom.graph.types import Seed
 
     graph.seeds = [Seed(s.nodes[i], s.names.get(s.nodes[i], s.nodes[i]), 1.0, "exact") for i in s.seeds]
-    return make_sample(s.question, s.qvec, graph)
+    return make_sample(s.question, s.qvec, graph, qtok=s.qtok)
 
 
 def _split(x: torch.Tensor, offsets: list[int]) -> list[torch.Tensor]:
@@ -130,4 +131,7 @@ def _to(c: Any, device: str) -> Any:
         c.batch = c.batch.to(device)
         c.rel_feat = c.rel_feat.to(device)
         c.qvec = c.qvec.to(device)
+        c.qtok = c.qtok.to(device)
+        c.qmask = c.qmask.to(device)
+        c.gold = c.gold.to(device)
     return c

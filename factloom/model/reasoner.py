@@ -13,7 +13,15 @@ from factloom.model.features import Collated, edge_batch
 from factloom.model.flow import RelationFlowConv
 from factloom.model.pathrank import Answer, PathStep
 
-__all__ = ["ReasonerConfig", "PathReasoner", "ReasonerOutput", "decode_answers", "relation_attention"]
+__all__ = ["ReasonerConfig", "PathReasoner", "ReasonerOutput", "decode_answers", "relation_attention",
+           "HopInstructions", "masked_relation_logits", "relation_path_loss", "hop_count_loss"]
+
+
+def masked_relation_logits(per_rel: Tensor, eb: Tensor, edge_type: Tensor) -> Tensor:
+    """``per_rel`` with the relations a sample's graph does not hold set to ``-inf``, ``(B, T, R)``."""
+    present = torch.zeros(per_rel.shape[0], per_rel.shape[2], dtype=torch.bool, device=per_rel.device)
+    present[eb, edge_type] = True  # (B, R)
+    return per_rel.masked_fill(~present.unsqueeze(1), float("-inf"))
 
 
 def relation_attention(per_rel: Tensor, eb: Tensor, edge_type: Tensor) -> Tensor:
@@ -24,11 +32,79 @@ def relation_attention(per_rel: Tensor, eb: Tensor, edge_type: Tensor) -> Tensor
 
     Shapes: **per_rel** ``(B, T, R)``; **eb, edge_type** ``(E,)``; **output** ``(E, T)``.
     """
-    present = torch.zeros(per_rel.shape[0], per_rel.shape[2], dtype=torch.bool, device=per_rel.device)
-    present[eb, edge_type] = True  # (B, R)
-    masked = per_rel.masked_fill(~present.unsqueeze(1), float("-inf"))
-    probs = torch.softmax(masked, dim=-1).nan_to_num(0.0)  # (B, T, R)
+    probs = torch.softmax(masked_relation_logits(per_rel, eb, edge_type), dim=-1).nan_to_num(0.0)  # (B, T, R)
     return probs[eb, :, edge_type]  # (E, T)
+
+
+def relation_path_loss(logits: Tensor, gold: Tensor) -> Tensor:
+    """Cross-entropy of each hop's relation distribution against the gold relation of that hop
+    (``gold`` ``(B, G)`` indexes the relation keys, ``-1`` where unknown); 0 when none is known.
+
+    Shapes: **logits** ``(B, T, R)`` masked (:func:`masked_relation_logits`); **gold** ``(B, G)``.
+    """
+    hops = min(logits.shape[1], gold.shape[1])
+    g = gold[:, :hops]
+    known = g >= 0
+    if not bool(known.any()):
+        return logits.sum() * 0
+    picked = logits[:, :hops][known]  # (K, R)
+    return nn.functional.cross_entropy(picked.float().clamp(min=-1e4), g[known])
+
+
+def hop_count_loss(stop: Tensor, gold: Tensor) -> Tensor:
+    """Negative log-likelihood of the gold path's length under the hop-count distribution.
+
+    Shapes: **stop** ``(B, T)`` probabilities; **gold** ``(B, G)`` as in :func:`relation_path_loss`.
+    """
+    length = (gold >= 0).sum(-1)  # (B,)
+    known = (length > 0) & (length <= stop.shape[1])
+    if not bool(known.any()):
+        return stop.sum() * 0
+    return nn.functional.nll_loss(stop[known].clamp(1e-6, 1.0).log(), length[known] - 1)
+
+
+class HopInstructions(nn.Module):
+    r"""One instruction vector per hop from the question's token embeddings (NSM-style,
+    He et al. 2021, https://arxiv.org/abs/2101.03737).
+
+    .. math::
+        \mathbf{q}_t = W_t[\mathbf{q}; \mathbf{i}_{t-1}],\quad
+        \alpha_t = \operatorname{softmax}_\ell\big(\mathbf{q}_t^\top K \mathbf{h}_\ell / \sqrt{H}\big),\quad
+        \mathbf{i}_t = \textstyle\sum_\ell \alpha_{t\ell} V \mathbf{h}_\ell
+
+    with :math:`\mathbf{h}_\ell` the contextual token embeddings and :math:`\mathbf{q}` the
+    pooled question. Each hop reads its own words, so relation order is not lost in one pooled vector.
+
+    Shapes:
+        - **qvec:** ``(B, D)``; **qtok:** ``(B, L, D)``; **qmask:** ``(B, L)``
+        - **output:** ``(B, T, H)`` instructions and ``(B, T, L)`` token attention
+    """
+
+    def __init__(self, text_dim: int, hidden: int, hops: int, dropout: float) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(text_dim)
+        self.key = nn.Linear(text_dim, hidden)
+        self.value = nn.Linear(text_dim, hidden)
+        self.question = nn.Sequential(nn.Linear(text_dim, hidden), nn.GELU(), nn.Dropout(dropout))
+        self.step = nn.ModuleList(nn.Linear(2 * hidden, hidden) for _ in range(hops))
+        self.out = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.GELU(), nn.Dropout(dropout),
+                                 nn.Linear(hidden, hidden))
+        self.hidden = hidden
+
+    def forward(self, qvec: Tensor, qtok: Tensor, qmask: Tensor) -> tuple[Tensor, Tensor]:
+        tok = self.norm(qtok)  # (B, L, D)
+        keys, values = self.key(tok), self.value(tok)  # (B, L, H)
+        q = self.question(qvec)  # (B, H)
+        instruction = torch.zeros_like(q)
+        out, attn = [], []
+        for step in self.step:
+            query = step(torch.cat([q, instruction], dim=-1))  # (B, H)
+            logits = torch.einsum("bh,blh->bl", query, keys) / self.hidden ** 0.5  # (B, L)
+            alpha = torch.softmax(logits.float().masked_fill(~qmask, float("-inf")), dim=-1).to(values.dtype)
+            instruction = torch.einsum("bl,blh->bh", alpha, values)  # (B, H)
+            out.append(self.out(torch.cat([instruction, q], dim=-1)))
+            attn.append(alpha)
+        return torch.stack(out, dim=1), torch.stack(attn, dim=1)  # (B, T, H), (B, T, L)
 
 
 @dataclass
@@ -38,6 +114,8 @@ class ReasonerConfig:
     hidden: int = 256  # width of the question/relation matching space
     max_hops: int = 3  # MetaQA and PathQuestion need at most 3
     dropout: float = 0.1
+    instructions: bool = True  # per-hop attention over the question's tokens (False: one pooled vector)
+    path_weight: float = 1.0  # weight of the gold relation-path loss, where the data gives the path
 
 
 @dataclass
@@ -46,6 +124,8 @@ class ReasonerOutput:
     weights: Tensor  # (E, T) relation attention per directed edge and hop
     hops: list[Tensor]  # T × (N,) entity scores after each hop (hops[0] is after hop 1)
     stop: Tensor  # (B, T) how many hops the question asks for
+    logits: Tensor | None = None  # (B, T, R) relation scores per hop, absent relations -inf
+    attention: Tensor | None = None  # (B, T, L) which question tokens each hop read
 
 
 class PathReasoner(nn.Module):
@@ -78,20 +158,28 @@ class PathReasoner(nn.Module):
         self.config = c = config or ReasonerConfig()
         self.rel = nn.Linear(c.text_dim + 1, c.hidden)
         q_dim = c.text_dim * (1 + c.segments)
-        self.query = nn.Sequential(nn.Linear(q_dim, c.hidden), nn.GELU(), nn.Dropout(c.dropout),
-                                   nn.Linear(c.hidden, c.hidden * c.max_hops))
+        self.query: nn.Module
+        if c.instructions:
+            self.query = HopInstructions(c.text_dim, c.hidden, c.max_hops, c.dropout)
+        else:
+            self.query = nn.Sequential(nn.Linear(q_dim, c.hidden), nn.GELU(), nn.Dropout(c.dropout),
+                                       nn.Linear(c.hidden, c.hidden * c.max_hops))
         self.stop = nn.Sequential(nn.Linear(q_dim, c.hidden), nn.GELU(), nn.Linear(c.hidden, c.max_hops))
         self.conv = RelationFlowConv()
+        # scaled dot products keep the relation softmax from saturating early (a one-hot on a wrong
+        # relation has no gradient); artefacts from before instructions were trained unscaled
+        self._scale = c.hidden ** -0.5 if c.instructions else 1.0
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         for m in self.modules():
-            if isinstance(m, nn.Linear):
+            if isinstance(m, nn.Linear | nn.LayerNorm):
                 m.reset_parameters()
 
     def __repr__(self) -> str:
         c = self.config
-        return f"{type(self).__name__}(text_dim={c.text_dim}, hidden={c.hidden}, max_hops={c.max_hops})"
+        return (f"{type(self).__name__}(text_dim={c.text_dim}, hidden={c.hidden}, max_hops={c.max_hops}, "
+                f"instructions={c.instructions})")
 
     def forward(self, c: Collated) -> ReasonerOutput:
         cfg = self.config
@@ -99,10 +187,16 @@ class PathReasoner(nn.Module):
         n_graphs = c.qvec.shape[0]
         rel = self.rel(c.rel_feat)  # (R, H)
         qvec = c.qvec[:, : cfg.text_dim * (1 + cfg.segments)]  # (B, (1 + S) D)
-        queries = self.query(qvec).view(n_graphs, cfg.max_hops, cfg.hidden)  # (B, T, H)
-        per_rel = torch.einsum("bth,rh->btr", queries, rel)  # (B, T, R)
+        attention = None
+        if cfg.instructions:
+            queries, attention = self.query(c.qvec[:, : cfg.text_dim], c.qtok, c.qmask)  # (B, T, H), (B, T, L)
+        else:
+            queries = self.query(qvec).view(n_graphs, cfg.max_hops, cfg.hidden)  # (B, T, H)
+        per_rel = torch.einsum("bth,rh->btr", queries, rel) * self._scale  # (B, T, R)
         eb = edge_batch(c)  # (E,)
-        weights = relation_attention(per_rel.float(), eb, b.edge_type)  # (E, T)
+        logits = masked_relation_logits(per_rel.float(), eb, b.edge_type)  # (B, T, R)
+        probs = torch.softmax(logits, dim=-1).nan_to_num(0.0)  # (B, T, R)
+        weights = probs[eb, :, b.edge_type]  # (E, T)
         x = b.seed.float()  # (N,)
         hops = []
         for t in range(cfg.max_hops):
@@ -115,7 +209,7 @@ class PathReasoner(nn.Module):
         stacked = torch.stack(hops, dim=-1)  # (N, T)
         best = scatter(stacked, b.batch, dim=0, dim_size=n_graphs, reduce="max").clamp(min=1e-6)  # (B, T)
         score = (stacked / best[b.batch] * per_node).sum(-1)  # (N,)
-        return ReasonerOutput(score=score, weights=weights, hops=hops, stop=stop)
+        return ReasonerOutput(score=score, weights=weights, hops=hops, stop=stop, logits=logits, attention=attention)
 
     def loss(self, c: Collated, out: ReasonerOutput) -> Tensor:
         """Balanced binary cross-entropy: answers against the other entities. A seed may be the
@@ -127,7 +221,12 @@ class PathReasoner(nn.Module):
         neg = target == 0
         bce = nn.functional.binary_cross_entropy(score, target, reduction="none")
         loss = bce[pos].mean() if pos.any() else score.sum() * 0
-        return loss + (bce[neg].mean() if neg.any() else 0)
+        loss = loss + (bce[neg].mean() if neg.any() else 0)
+        if out.logits is not None and c.gold.numel() and self.config.path_weight:
+            # where the data names the relation of each hop, teach the hops directly, and the hop count
+            loss = loss + self.config.path_weight * relation_path_loss(out.logits, c.gold)
+            loss = loss + hop_count_loss(out.stop, c.gold)
+        return loss
 
     def hparams(self) -> dict[str, object]:
         return asdict(self.config)

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from factloom.graph.types import Subgraph
 from factloom.model.features import Collated, edge_batch
 from factloom.model.flow import RelationFlowConv
-from factloom.model.reasoner import relation_attention
+from factloom.model.reasoner import HopInstructions, hop_count_loss, masked_relation_logits, relation_path_loss
 
 __all__ = ["RouterConfig", "RelationRouter", "RouterOutput", "select_subgraphs"]
 
@@ -25,12 +25,16 @@ class RouterConfig:
     dropout: float = 0.1
     threshold: float = 0.05  # an edge is kept when some hop gives its relation this much attention
     budget: int = 500  # at most this many facts handed to the reasoner
+    instructions: bool = True  # per-hop attention over the question's tokens (False: one pooled vector)
+    path_weight: float = 1.0  # weight of the gold relation-path loss, where the data gives the path
 
 
 @dataclass
 class RouterOutput:
     edge: Tensor  # (E,) relevance of each directed edge, in [0, 1]
     node: Tensor  # (N,) relevance of each node: how strongly the seeds reach it
+    logits: Tensor | None = None  # (B, T, R) relation scores per hop, absent relations -inf
+    stop: Tensor | None = None  # (B, T) how many hops the question asks for
 
 
 class RelationRouter(nn.Module):
@@ -39,11 +43,15 @@ class RelationRouter(nn.Module):
     .. math::
         a^{(t)} = \operatorname{softmax}_{r \in \mathcal{R}_G}\big(f_t(\mathbf{q})^\top g(\mathbf{r})\big),\quad
         x^{(t)} = \operatorname{RelationFlow}(x^{(t-1)}, a^{(t)}),\quad
-        w_{(u,r,v)} = \max_t a^{(t)}_r,\quad
-        n_v = \max_{t \le T} x^{(t)}_v
+        w_{(u,r,v)} = \max_t \Big(\textstyle\sum_{k \ge t} \pi_k\Big) a^{(t)}_r,\quad
+        n_v = \sum_{t \le T} \pi_t x^{(t)}_v
 
-    Trained so that answers are reached within :math:`T` hops, it learns which relations the
-    question is about; the edge relevance forgets the hop (the reasoner orders them).
+    with :math:`f_t` the hop's instruction (:class:`~factloom.model.reasoner.HopInstructions`, the
+    question's tokens read once per hop) and :math:`\pi` the question's hop count. Trained so that
+    answers are reached after the asked hops (and, where the data names it, on the gold relation of
+    each hop), it learns which relations the question is about; the edge relevance forgets the hop
+    (the reasoner orders them). Artefacts with ``instructions=False`` read one pooled question
+    vector, use :math:`w = \max_t a^{(t)}` and :math:`n_v = \max_t x^{(t)}_v`.
     :func:`select_subgraphs` then keeps, hop by hop from the seeds, the edges with
     :math:`w \ge` ``threshold``, so the kept subgraph is connected to the seeds by construction.
 
@@ -59,14 +67,25 @@ class RelationRouter(nn.Module):
         super().__init__()
         self.config = c = config or RouterConfig()
         self.rel = nn.Linear(c.text_dim + 1, c.hidden)
-        self.query = nn.Sequential(nn.Linear(c.text_dim * (1 + c.segments), c.hidden), nn.GELU(), nn.Dropout(c.dropout),
-                                   nn.Linear(c.hidden, c.hidden * c.max_hops))
+        self.query: nn.Module
+        if c.instructions:
+            self.query = HopInstructions(c.text_dim, c.hidden, c.max_hops, c.dropout)
+        else:
+            self.query = nn.Sequential(nn.Linear(c.text_dim * (1 + c.segments), c.hidden), nn.GELU(),
+                                       nn.Dropout(c.dropout), nn.Linear(c.hidden, c.hidden * c.max_hops))
+        if c.instructions:
+            # the hop count, so that the training signal is "the answer after the asked hops" and the
+            # entities a 3-hop question passes through on its way are not negatives
+            self.stop = nn.Sequential(nn.Linear(c.text_dim, c.hidden), nn.GELU(), nn.Linear(c.hidden, c.max_hops))
         self.conv = RelationFlowConv()
+        # scaled dot products keep the relation softmax from saturating early (a one-hot on a wrong
+        # relation has no gradient); artefacts from before instructions were trained unscaled
+        self._scale = c.hidden ** -0.5 if c.instructions else 1.0
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         for m in self.modules():
-            if isinstance(m, nn.Linear):
+            if isinstance(m, nn.Linear | nn.LayerNorm):
                 m.reset_parameters()
 
     def __repr__(self) -> str:
@@ -79,15 +98,27 @@ class RelationRouter(nn.Module):
         rel = self.rel(c.rel_feat)  # (R, H)
         cfg = self.config
         qvec = c.qvec[:, : cfg.text_dim * (1 + cfg.segments)]  # (B, (1 + S) D)
-        query = self.query(qvec).view(-1, cfg.max_hops, cfg.hidden)  # (B, T, H)
-        per_rel = torch.einsum("bth,rh->btr", query, rel)  # (B, T, R)
-        hop_weight = relation_attention(per_rel.float(), edge_batch(c), b.edge_type)  # (E, T)
+        if cfg.instructions:
+            query, _ = self.query(c.qvec[:, : cfg.text_dim], c.qtok, c.qmask)  # (B, T, H)
+        else:
+            query = self.query(qvec).view(-1, cfg.max_hops, cfg.hidden)  # (B, T, H)
+        per_rel = torch.einsum("bth,rh->btr", query, rel) * self._scale  # (B, T, R)
+        eb = edge_batch(c)
+        logits = masked_relation_logits(per_rel.float(), eb, b.edge_type)  # (B, T, R)
+        hop_weight = torch.softmax(logits, dim=-1).nan_to_num(0.0)[eb, :, b.edge_type]  # (E, T)
         x = b.seed.float()
         reach = torch.zeros_like(x)
+        hops = torch.softmax(self.stop(c.qvec[:, : cfg.text_dim]).float(), dim=-1) \
+            if cfg.instructions else None  # (B, T)
+        stop = hops[b.batch] if hops is not None else None  # (N, T)
         for t in range(cfg.max_hops):
             x = self.conv(x, b.edge_index, hop_weight[:, t])
-            reach = torch.maximum(reach, x)
-        return RouterOutput(edge=hop_weight.max(dim=-1).values, node=reach)
+            reach = reach + stop[:, t] * x if stop is not None else torch.maximum(reach, x)
+        if stop is not None:
+            # hop t counts as much as the question asks for t hops or more
+            needed = stop.flip(-1).cumsum(-1).flip(-1)[b.edge_index[0]]  # (E, T)
+            hop_weight = hop_weight * needed
+        return RouterOutput(edge=hop_weight.max(dim=-1).values, node=reach, logits=logits, stop=hops)
 
     def loss(self, c: Collated, out: RouterOutput) -> Tensor:
         b = c.batch
@@ -96,7 +127,12 @@ class RelationRouter(nn.Module):
         pos, neg = (b.answer > 0) & keep, (b.answer == 0) & keep
         bce = nn.functional.binary_cross_entropy(node, b.answer, reduction="none")
         loss = bce[pos].mean() if pos.any() else node.sum() * 0
-        return loss + (bce[neg].mean() if neg.any() else 0) 
+        loss = loss + (bce[neg].mean() if neg.any() else 0)
+        if out.logits is not None and c.gold.numel() and self.config.path_weight:
+            loss = loss + self.config.path_weight * relation_path_loss(out.logits, c.gold)
+            if out.stop is not None:
+                loss = loss + hop_count_loss(out.stop, c.gold)
+        return loss
 
     def hparams(self) -> dict[str, object]:
         return asdict(self.config)

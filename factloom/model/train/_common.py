@@ -20,7 +20,7 @@ from factloom.graph.linking import link_entities
 from factloom.graph.retrieval import k_hop_subgraph
 from factloom.graph.store import Neo4jStore
 from factloom.model.embedder import Embedder
-from factloom.model.features import RelationFeatures, Sample, collate, make_sample, question_features
+from factloom.model.features import RelationFeatures, Sample, collate, make_sample, question_inputs, weak_relations
 from factloom.model.reasoner import PathReasoner, ReasonerConfig, decode_answers
 from factloom.model.router import RelationRouter, RouterConfig
 
@@ -37,6 +37,7 @@ class QA:
     question: str  # the topic entity in [brackets]
     answers: list[str]
     set: str
+    relations: list[str] = field(default_factory=list)  # the gold relation of each hop, where the data names it
 
 
 def kb_for(dataset: str, name: str) -> str:
@@ -64,7 +65,10 @@ def load_questions(dataset: str, data_dir: Path, name: str, split: str, *, seed:
             question, answer, chain = line.split("\t")[:3]
             main, _, alts = answer.partition("(")
             answers = list(dict.fromkeys([main.strip()] + [a for a in alts.rstrip(")").split("/") if a]))
-            out.append(QA(_bracket(question, chain.split("#")[0]), answers, name))
+            # subject#r1#e1#r2#…#answer, PQ's ending in #<end>#answer: the relations sit at odd places
+            parts = chain.strip().split("#")
+            relations = [parts[i] for i in range(1, len(parts) - 1, 2) if parts[i] != "<end>"]
+            out.append(QA(_bracket(question, parts[0]), answers, name, relations))
         return out
     if dataset == "metaqa":
         hop = name.removesuffix("hop")
@@ -94,10 +98,6 @@ def load_jsonl(path: Path) -> list[QA]:
     return out
 
 
-def question_vector(embedder: Embedder, question: str, seed_names: Sequence[str]) -> Any:
-    return question_features(embedder.encode, question, seed_names)
-
-
 def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *, hops: int = 3,
             max_edges: int = 5000, show: bool = True, desc: str = "subgraphs") -> list[Sample]:
     """One training sample per question whose topic links: its k-hop subgraph from the store."""
@@ -114,8 +114,15 @@ def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *
         if key not in graphs:
             graphs[key] = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges)
         graph = graphs[key]
-        qvec = question_vector(embedder, qa.question, [s.name for s in seeds])
-        out.append(make_sample(qa.question, qvec, graph, [ids[a] for a in qa.answers if a in ids]))
+        qvec, qtok = question_inputs(embedder, qa.question, [s.name for s in seeds])
+        sample = make_sample(qa.question, qvec, graph, [ids[a] for a in qa.answers if a in ids], qtok=qtok,
+                             relations=[(r, True) for r in qa.relations])
+        if not sample.relations:
+            # no gold path in the data: the relation sequence that reaches the answers (of the set's
+            # hop count when the set names one, MetaQA's "2hop")
+            count = re.match(r"(\d)hop$", qa.set)
+            sample.relations = weak_relations(sample, int(count.group(1)) if count else None)
+        out.append(sample)
     return out
 
 
@@ -126,6 +133,9 @@ def fit(model: RelationRouter | PathReasoner, samples: Sequence[Sample], feature
     torch.manual_seed(seed)
     rng = random.Random(seed)
     usable = [s for s in samples if s.answers]
+    for s in usable:
+        if not s.relations:
+            s.relations = weak_relations(s)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     model.train()
@@ -139,6 +149,7 @@ def fit(model: RelationRouter | PathReasoner, samples: Sequence[Sample], feature
             loss = model.loss(c, out)  # type: ignore[arg-type]
             optimiser.zero_grad()
             loss.backward()  # type: ignore[no-untyped-call]
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             optimiser.step()
             total += loss.item()
             bar.set_postfix(loss=f"{loss.item():.4f}")
