@@ -27,3 +27,4 @@ def test_support_beats_unrelated_and_no_text_abstains() -> None:
     assert "Ridley Scott" in good.explanation and good.details["best_sentence"] == 1
     assert none.probability is None
     assert split_sentences("A b. C d! E?") == ["A b.", "C d!", "E?"]
+    assert split_sentences("Written by C. Jay Cox. Next one.") == ["Written by C. Jay Cox.", "Next one."]

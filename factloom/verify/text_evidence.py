@@ -29,7 +29,8 @@ from factloom.verify.base import Claim, GraphView, VerifierResult
 __all__ = ["TextEvidenceVerifier", "split_sentences", "verbalise"]
 
 Encode = Callable[[list[str]], npt.NDArray[np.float32]]
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+# a sentence ends at . ! or ? before white space, but not after an initial ("C. Jay Cox")
+_SENTENCE = re.compile(r"(?<=[.!?])(?<!\b[A-Z]\.)\s+")
 
 
 def split_sentences(text: str, limit: int = 32) -> list[str]:
