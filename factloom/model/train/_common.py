@@ -16,11 +16,11 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from factloom.graph.linking import link_entities
+from factloom.graph.linking import link_entities, strip_mentions
 from factloom.graph.retrieval import k_hop_subgraph
 from factloom.graph.store import Neo4jStore
 from factloom.model.embedder import Embedder
-from factloom.model.features import RelationFeatures, Sample, collate, make_sample, question_inputs, weak_relations
+from factloom.model.features import RelationFeatures, Sample, collate, encode_with_tokens, make_sample, weak_relations
 from factloom.model.reasoner import PathReasoner, ReasonerConfig, decode_answers
 from factloom.model.router import RelationRouter, RouterConfig
 
@@ -106,6 +106,7 @@ def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *
     ids = store.resolve(kb, names) if names else {}
     # paraphrases share their topic entity: one subgraph per seed set
     graphs: dict[tuple[str, ...], Any] = {}
+    linked = []
     for qa in tqdm(qas, desc=desc, unit="q", disable=not show):
         seeds = link_entities(store, kb=kb, question=qa.question, vector=None, limit=3)
         if not seeds:
@@ -113,8 +114,10 @@ def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *
         key = tuple(s.entity_id for s in seeds)
         if key not in graphs:
             graphs[key] = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges)
-        graph = graphs[key]
-        qvec, qtok = question_inputs(embedder, qa.question, [s.name for s in seeds])
+        linked.append((qa, seeds, graphs[key]))
+    texts = [strip_mentions(qa.question, [s.name for s in seeds]) or qa.question for qa, seeds, _ in linked]
+    encoded = [x for i in range(0, len(texts), 256) for x in encode_with_tokens(embedder, texts[i:i + 256])]
+    for (qa, _, graph), (qvec, qtok) in zip(linked, encoded, strict=True):
         sample = make_sample(qa.question, qvec, graph, [ids[a] for a in qa.answers if a in ids], qtok=qtok,
                              relations=[(r, True) for r in qa.relations])
         if not sample.relations:
