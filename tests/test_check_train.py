@@ -79,6 +79,12 @@ def test_train_scorer_and_fusion_register_versions_the_worker_uses(
     assert item["fusion"]["versions"]["scorer"] == version
     unseen = checked(api, submission_ids(db, post(api, facts([("Film 1", "has_genre", "Jazz")], "probe")))[0])
     assert next(c for c in unseen["checks"] if c["verifier"] == "plausibility")["probability"] is None
+    # without a learned fusion the scorer alone may ask for review, never reject
+    odd = checked(api, submission_ids(db, post(api, facts([("Film 3", "directed_by", "Comedy")], "probe")))[0])
+    doubt = next(c for c in odd["checks"] if c["verifier"] == "plausibility")
+    assert odd["status"] != "rejected" and doubt["probability"] >= 0.2
+    if "unfloored" in doubt["details"]:
+        assert doubt["details"]["unfloored"] < 0.2 and doubt["probability"] == 0.2
 
     rows, labels, origin = fusion_examples(db, kb=KB)
     assert len(rows) == len(labels) >= 140 and labels.count(0) == 24 and origin["auto"] == len(labels)

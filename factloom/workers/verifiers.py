@@ -35,7 +35,7 @@ from factloom.verify.image_evidence import ImageEvidenceVerifier
 from factloom.verify.text_evidence import TextEvidenceVerifier
 from factloom.workers.registry import ActiveModels
 
-__all__ = ["CheckSetup", "Checkers", "Fusion", "Abstaining", "trust_counts"]
+__all__ = ["CheckSetup", "Checkers", "Fusion", "Abstaining", "Floored", "trust_counts"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,32 @@ class Abstaining:
 
     def check(self, claims: Sequence[Claim], graph: GraphView, now: datetime) -> list[VerifierResult]:
         return [VerifierResult(self.name, None, self.reason) for _ in claims]
+
+
+class Floored:
+    """A verifier whose doubt may send a fact to review but never reject it alone.
+
+    Under the min rule a plausibility scorer calibrated on random negatives would auto-reject any
+    fact it ranks low, true but rare ones included; until a learned fusion has been trained on the
+    ledger's labels, its probability is floored at ``floor`` (the original stays in ``details``).
+    """
+
+    def __init__(self, inner: Verifier, floor: float) -> None:
+        self.inner, self.floor = inner, floor
+        self.name = inner.name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r}, floor={self.floor})"
+
+    def check(self, claims: Sequence[Claim], graph: GraphView, now: datetime) -> list[VerifierResult]:
+        out = []
+        for r in self.inner.check(claims, graph, now):
+            if r.probability is not None and r.probability < self.floor:
+                r = VerifierResult(r.verifier, self.floor, f"{r.explanation}; alone it only asks for review",
+                                   score=r.score, details={**r.details, "unfloored": r.probability},
+                                   model_version=r.model_version)
+            out.append(r)
+        return out
 
 
 @dataclass
@@ -184,11 +210,15 @@ class CheckSetup:
         fusion = self.registry.get("fusion", kb)
         if any(c.evidence_text for c in claims):
             self.text.version = self._text_version()  # the sentence model loads with the first evidence
+        plausibility: Verifier = Abstaining("plausibility", f"no scorer trained for kb '{kb}'")
+        if scorer is not None:
+            floor = min(max(0.2, self.rule.reject + 0.05), (self.rule.reject + self.rule.accept) / 2)
+            plausibility = scorer.model if fusion else Floored(scorer.model, floor=floor)
         verifiers: list[Verifier] = [
             self.consistency,
             TypeVerifier(cons, self.entity_types(kb, claims, cons)),
             CorroborationVerifier(self.trust()),
-            scorer.model if scorer else Abstaining("plausibility", f"no scorer trained for kb '{kb}'"),
+            plausibility,
             self.text,
             self.image(),
         ]

@@ -23,9 +23,11 @@ from typing import Any
 
 from factloom.model.train._common import register
 
-__all__ = ["train_scorer", "train_fusion", "fusion_examples", "scorer_main", "fusion_main"]
+__all__ = ["MIN_PER_CLASS", "train_scorer", "train_fusion", "fusion_examples", "scorer_main", "fusion_main"]
 
 Triple = tuple[str, str, str]
+# true and false judged submissions a fusion needs at least (half fit the model, half calibrate it)
+MIN_PER_CLASS = 10
 
 
 def _negatives(
@@ -140,11 +142,15 @@ def train_fusion(
     from factloom.verify.fuse_model import LearnedFusion
 
     rows, labels, origin = fusion_examples(db, kb=kb)
-    if sum(labels) == 0 or sum(labels) == len(labels) or len(labels) < 20:
-        raise SystemExit(f"kb {kb!r} has {len(labels)} judged submissions ({sum(labels)} true): a fusion needs "
-                         "at least 20 with both true and false ones (review decisions or verdicts)")
+    true, false = sum(labels), len(labels) - sum(labels)
+    if min(true, false) < MIN_PER_CLASS:
+        raise SystemExit(f"kb {kb!r} has {len(labels)} judged submissions ({true} true, {false} false): a fusion "
+                         f"needs at least {MIN_PER_CLASS} of each (review decisions or automatic verdicts)")
     names = sorted({r.verifier for row in rows for r in row})
-    fusion = LearnedFusion(names, method=method, target=target, seed=seed).fit(rows, labels)
+    try:
+        fusion = LearnedFusion(names, method=method, target=target, seed=seed).fit(rows, labels)
+    except ValueError as exc:
+        raise SystemExit(f"cannot fit a fusion for kb {kb!r}: {exc}") from exc
     metrics: dict[str, Any] = {
         "examples": len(labels), "true": int(sum(labels)), "labels_from": origin, "verifiers": names,
         "target": target, "accept": fusion.accept, "reject": fusion.reject,
