@@ -103,7 +103,7 @@ def question_inputs(embedder: Any, question: str,
 def weak_relations(s: Sample, hops: int | None = None, max_hops: int = 3,
                    max_paths: int = 20000) -> list[RelationKey]:
     """Weak supervision for the relation of each hop when the data does not name the path: the
-    relation sequence from the seeds that reaches the most answers, of length ``hops`` when the
+    relation sequence from the seeds whose reached set best matches the answers (F1), of length ``hops`` when the
     hop count is known (MetaQA's question sets), else the shortest that reaches one. Empty when
     nothing reaches an answer or two sequences tie (an ambiguous path teaches nothing).
     """
@@ -128,11 +128,14 @@ def weak_relations(s: Sample, hops: int | None = None, max_hops: int = 3,
         paths = {p: frozenset(n) for p, n in nxt.items()}
         if hops is not None and length < hops:
             continue
-        scored = sorted(((len(n & answers), -len(n), p) for p, n in paths.items() if n & answers), reverse=True)
+        # F1 of the reached set against the answers: a path through a hub ("has_genre Drama") reaches
+        # every answer among thousands of others, and that is not the question's path
+        scored = sorted(((round(2 * len(n & answers) / (len(n) + len(answers)), 6), p)
+                         for p, n in paths.items() if n & answers), reverse=True)
         if scored:
-            if len(scored) > 1 and scored[0][:2] == scored[1][:2]:
+            if len(scored) > 1 and scored[0][0] == scored[1][0]:
                 return []
-            return list(scored[0][2])
+            return list(scored[0][1])
     return []
 
 
