@@ -8,7 +8,7 @@ Platt calibration, the other part calibrates the fused probability and certifies
 Reports on ``--split``: with ``test`` the tuned pipeline scores test + test_negatives; with ``valid``
 (CoDEx-M, whose test split is held back) the valid facts are cut into ``--folds`` folds and each fold
 is scored by a pipeline tuned on the other folds only, so no reported fact's label was used to fit,
-calibrate or certify what scores it. Test labels are read only to report.
+calibrate or certify what scores it (folds group facts by object entity). Test labels are read only to report.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import json
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,8 @@ class Pipeline:
     def tune(self, facts: list[Triple], labels: np.ndarray, seed: int) -> None:
         details = {v.name: v.feature_names for v in self.verifiers} if self.args.features == "all" else {}
         self.fusion = LearnedFusion([*self.names, "types"], details=details, method=self.args.method,
-                                    target=0.0007, seed=seed, folds=self.args.fusion_folds, start=self.args.start)
+                                    target=0.0007, seed=seed, folds=self.args.fusion_folds, start=self.args.start,
+                                    deploy=self.args.deploy)
         calib = np.zeros(len(labels), dtype=bool)
         if not self.args.fusion_folds:  # a held-out part calibrates and certifies
             rng = np.random.default_rng(seed)
@@ -219,6 +221,8 @@ def main() -> None:
     p.add_argument("--fusion-folds", type=int, default=5, help="cross-fitted fusion folds; 0: a held-out part")
     p.add_argument("--group-by", choices=["object", "none"], default="object",
                    help="cross-fitting folds keep each object entity's facts together")
+    p.add_argument("--deploy", choices=["fold", "refit"], default="fold",
+                   help="new facts scored by their fold's model (exact certificate) or a refit on all")
     p.add_argument("--start", type=float, default=2.0, help="first certified threshold: START x fewest facts")
     p.add_argument("--calib-share", type=float, default=0.5, help="with --fusion-folds 0: the held-out share")
     p.add_argument("--scorer-calibration", choices=["none", "platt"], default="none",
@@ -256,7 +260,9 @@ def main() -> None:
         points = operating(pipe.fusion, raw, y)
         folds_info: list[dict[str, Any]] = [pipe.fusion.meta()]
     else:
-        fold = np.random.default_rng(1).permutation(len(facts)) % args.folds
+        # folds keep each object entity's facts together: random folds let the fusion profit from having
+        # seen the same entities' labels (CoDEx-S: random-fold valid accuracy ran 2 points above test)
+        fold = np.array([zlib.crc32(o.encode()) % args.folds for _, _, o in facts])
         prob, base = np.zeros(len(facts)), np.zeros(len(facts))
         per_fold, folds_info, speeds = [], [], []
         for k in range(args.folds):

@@ -120,3 +120,18 @@ def test_cross_fitted_fusion_certifies_out_of_fold_and_scores_new_facts_by_their
     assert again.folds == 5 and np.array_equal(again.predict_proba(test_rows[:100]), p[:100])
     with pytest.raises(ValueError, match="folds"):
         LearnedFusion(["a"], folds=1)
+
+
+def test_grouped_folds_and_refit_deployment(tmp_path: Path) -> None:
+    rows, y, _ = _sample(3000, seed=10)
+    groups = [f"g{i % 97}" for i in range(len(rows))]
+    fusion = LearnedFusion(["a", "b"], target=0.05, folds=4, deploy="refit").fit(rows, y, groups=groups)
+    basis = fusion.metrics["certificate_basis"]
+    assert "grouped" in basis and "refitted" in basis and fusion.refit is not None
+    test_rows, test_y, _ = _sample(3000, seed=11)
+    p = fusion.predict_proba(test_rows)
+    assert ((p >= 0.5) == test_y).mean() > 0.85
+    again = LearnedFusion.load(fusion.save(tmp_path / "refit"))
+    assert again.deploy == "refit" and np.array_equal(again.predict_proba(test_rows[:50]), p[:50])
+    with pytest.raises(ValueError, match="groups"):
+        LearnedFusion(["a", "b"], folds=4).fit(rows, y, groups=groups[:10])

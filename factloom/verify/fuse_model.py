@@ -64,6 +64,9 @@ class LearnedFusion:
         alpha: one minus the confidence of the certificate.
         folds: 0 for a held-out calibration part; ``K >= 2`` to cross-fit K fold models.
         start: the first threshold tested accepts ``start`` times the fewest facts that can certify.
+        deploy: with cross-fitting, ``"fold"`` scores a new fact by the fold model its hash picks (the
+            certificate is exact for it); ``"refit"`` by one model refitted on all labelled facts — more
+            accurate, but the out-of-fold certificate then only approximates its error.
     """
 
     name = "fusion"
@@ -71,7 +74,7 @@ class LearnedFusion:
     def __init__(self, verifiers: Sequence[str], *, details: Mapping[str, Sequence[str]] | None = None,
                  method: str = "gbdt", calibration: str = "isotonic", target: float = 0.0007,
                  reject_target: float | None = None, alpha: float = 0.05, seed: int = 0, folds: int = 0,
-                 start: float = 2.0) -> None:
+                 start: float = 2.0, deploy: str = "fold") -> None:
         if method not in ("gbdt", "logistic"):
             raise ValueError(f"unknown fusion method {method!r}; use 'gbdt' or 'logistic'")
         if not verifiers:
@@ -82,9 +85,13 @@ class LearnedFusion:
             raise ValueError(f"folds must be 0 (held-out calibration) or at least 2, got {folds}")
         self.method, self.calibration, self.alpha, self.seed, self.folds = method, calibration, alpha, seed, folds
         self.start = start
+        if deploy not in ("fold", "refit"):
+            raise ValueError(f"unknown deploy {deploy!r}; use 'fold' or 'refit'")
+        self.deploy = deploy
         self.target = target
         self.reject_target = target if reject_target is None else reject_target
         self.model: Any = None
+        self.refit: Any = None  # with deploy="refit": one model on all labelled facts scores new ones
         self.calibrator: Calibrator | None = None
         self.accept: float | None = None  # calibrated probability at the decision thresholds, for people
         self.reject: float | None = None
@@ -142,7 +149,9 @@ class LearnedFusion:
 
     def _raw(self, x: np.ndarray, assign: np.ndarray | None = None) -> np.ndarray:
         """The classifier's log-odds: Platt scaling of a logit stays exact for a well-specified model."""
-        if isinstance(self.model, list):  # cross-fitted: each row scored by its own fold's model
+        if self.refit is not None and assign is None:
+            p = np.asarray(self.refit.predict_proba(x)[:, 1], dtype=np.float64)
+        elif isinstance(self.model, list):  # cross-fitted: each row scored by its own fold's model
             p = np.zeros(len(x))
             assign = self._assign(x) if assign is None else assign
             for k, model in enumerate(self.model):
@@ -196,8 +205,9 @@ class LearnedFusion:
         if groups is not None and len(groups) != len(y):
             raise ValueError(f"{len(y)} rows but {len(groups)} groups")
         x = self.featurize(rows)
+        salt = f"fusion-{self.seed}:"  # independent of any grouping the caller used around this fit
         assign = (self._assign(x) if groups is None else
-                  np.array([zlib.crc32(str(g).encode()) % self.folds for g in groups], dtype=np.int64))
+                  np.array([zlib.crc32(f"{salt}{g}".encode()) % self.folds for g in groups], dtype=np.int64))
         models = []
         for k in range(self.folds):
             out = assign == k
@@ -205,11 +215,14 @@ class LearnedFusion:
                 raise ValueError(f"fold {k} of {self.folds} is empty or one-sided: too few labelled facts")
             models.append(self._new_model().fit(x[~out], y[~out]))
         self.model = models
+        self.refit = self._new_model().fit(x, y) if self.deploy == "refit" else None
         raw = self._raw(x, assign)  # out-of-fold by construction
         self._calibrate_and_certify(raw, y, fit_facts=int(len(y) * (self.folds - 1) / self.folds))
         if groups is not None:
             self.metrics["certificate_basis"] += ", folds grouped"
-            self.version = self._version()
+        if self.refit is not None:
+            self.metrics["certificate_basis"] += "; deployed model refitted on all facts (approximate)"
+        self.version = self._version()
         return self
 
     def _calibrate_and_certify(self, raw: np.ndarray, yc: np.ndarray, *, fit_facts: int) -> None:
@@ -332,7 +345,8 @@ class LearnedFusion:
         return {
             "format": FUSION_FORMAT, "version": self.version, "verifiers": self.verifiers, "details": self.details,
             "features": self.feature_names, "method": self.method, "calibration": self.calibration,
-            "alpha": self.alpha, "seed": self.seed, "folds": self.folds, "start": self.start, "target": self.target,
+            "alpha": self.alpha, "seed": self.seed, "folds": self.folds, "deploy": self.deploy,
+            "start": self.start, "target": self.target,
             "reject_target": self.reject_target,
             "thresholds": {"accept": self.accept, "reject": self.reject, "accept_log_odds": self.accept_raw,
                            "reject_log_odds": self.reject_raw},
@@ -351,7 +365,8 @@ class LearnedFusion:
         if self.model is None:
             raise RuntimeError("LearnedFusion.save before fit")
         directory.mkdir(parents=True, exist_ok=True)
-        joblib.dump({"model": self.model, "calibrator": self.calibrator}, directory / "model.joblib")
+        joblib.dump({"model": self.model, "refit": self.refit, "calibrator": self.calibrator},
+                    directory / "model.joblib")
         (directory / "fusion.json").write_text(json.dumps(self.meta(), indent=2) + "\n", encoding="utf-8")
         return directory
 
@@ -366,9 +381,9 @@ class LearnedFusion:
         fusion = cls(meta["verifiers"], details=meta["details"], method=meta["method"],
                      calibration=meta["calibration"], target=meta["target"], reject_target=meta["reject_target"],
                      alpha=meta["alpha"], seed=meta["seed"], folds=meta.get("folds", 0),
-                     start=meta.get("start", 2.0))
+                     start=meta.get("start", 2.0), deploy=meta.get("deploy", "fold"))
         state = joblib.load(directory / "model.joblib")
-        fusion.model, fusion.calibrator = state["model"], state["calibrator"]
+        fusion.model, fusion.calibrator, fusion.refit = state["model"], state["calibrator"], state.get("refit")
         th = meta["thresholds"]
         fusion.accept, fusion.reject = th["accept"], th["reject"]
         fusion.accept_raw, fusion.reject_raw = th.get("accept_log_odds"), th.get("reject_log_odds")
