@@ -50,8 +50,11 @@ def train_scorers(args: argparse.Namespace, train: list[Triple], vocab: list[Tri
     """One scorer per seed in ``--seeds``; cached under ``--cache`` keyed by data and settings."""
     scorers = []
     digest = hashlib.sha256("\n".join("\t".join(t) for t in train).encode()).hexdigest()[:12]
-    for seed in args.seeds:
-        key = (f"{args.dataset}-{digest}-r{args.rank}-e{args.epochs}-lr{args.lr}-reg{args.reg}-b{args.batch}"
+    ranks = args.ranks or [args.rank] * len(args.seeds)
+    if len(ranks) != len(args.seeds):
+        raise SystemExit(f"--ranks needs one rank per seed ({len(args.seeds)})")
+    for seed, rank in zip(args.seeds, ranks, strict=True):
+        key = (f"{args.dataset}-{digest}-r{rank}-e{args.epochs}-lr{args.lr}-reg{args.reg}-b{args.batch}"
                f"{f'-n{args.negatives}' if args.negatives else ''}-s{seed}")
         path = args.cache / f"{key}.pt"
         if path.exists():
@@ -59,7 +62,7 @@ def train_scorers(args: argparse.Namespace, train: list[Triple], vocab: list[Tri
             print(f"scorer {key}: cached")
             continue
         t0 = time.perf_counter()
-        scorer = ComplExScorer.from_triples(vocab, rank=args.rank)  # names only; fitted on train alone
+        scorer = ComplExScorer.from_triples(vocab, rank=rank)  # names only; fitted on train alone
         scorer.fit(train, epochs=args.epochs, lr=args.lr, reg=args.reg, batch_size=args.batch, seed=seed,
                    negatives=args.negatives)
         args.cache.mkdir(parents=True, exist_ok=True)
@@ -215,6 +218,7 @@ def main() -> None:
     p.add_argument("--reg", type=float, default=0.05)
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--negatives", type=int, help="sampled negatives per batch instead of all entities (large graphs)")
+    p.add_argument("--ranks", type=int, nargs="+", help="one rank per seed (default: --rank for all)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="one scorer per seed (an ensemble)")
     p.add_argument("--method", choices=["gbdt", "logistic"], default="gbdt")
     p.add_argument("--features", choices=["all", "scores"], default="all", help="scorer details as features")
