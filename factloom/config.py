@@ -62,7 +62,8 @@ class Settings(BaseSettings):
     type_predicates: list[str] = Field(default_factory=lambda: ["type", "instance_of", "is_a"])
     type_schema_path: str = ""  # a declared {"predicate": {"domain": [...], "range": [...]}} JSON file
     type_min_support: int = 1  # accepted facts a type needs on a predicate's side to be allowed
-    # source trust is smoothed towards the ledger's share of true outcomes with this many pseudo-counts
+    # source trust: a Beta prior of this mean and strength (pseudo-counts) over each source's record
+    trust_prior_mean: float = 0.95
     trust_prior_strength: float = 10.0
     # type constraints and source trust are relearned at most this often per worker process
     verifier_refresh_s: float = 5.0

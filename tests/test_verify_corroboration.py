@@ -33,11 +33,11 @@ def test_trust_is_learned_from_outcomes() -> None:
     assert trust.trust("unseen") == 0.5
 
 
-def test_new_sources_start_at_the_average_and_strangers_abstain() -> None:
-    trust = SourceTrust.from_counts({"wiki": (98, 2), "spam": (0, 30)}, strength=10)
-    base = 99 / 132
-    assert abs(trust.trust("newbie") - base) < 1e-9
-    assert trust.trust("spam") < 0.5 < trust.trust("wiki")
+def test_sources_are_presumed_reliable_until_their_record_says_otherwise() -> None:
+    trust = SourceTrust.from_counts({"wiki": (98, 2), "spam": (0, 3), "fresh": (1, 0)}, mean=0.95, strength=10)
+    assert trust.trust("newbie") == 0.95 and trust.trust("fresh") > 0.95
+    assert trust.trust("spam") < 0.75 < 0.95 < trust.trust("wiki")
     v = CorroborationVerifier(trust)
-    two_strangers = [_claim("x"), _claim("y")]
-    assert [r.probability for r in v.check(two_strangers, {}, datetime.now(UTC))] == [None, None]
+    strangers, spam = v.check([_claim("x"), _claim("spam", "Texas")], {}, datetime.now(UTC))
+    assert strangers.probability is None
+    assert spam.probability is not None and spam.probability < 0.75 and "spam (trust 0.73)" in spam.explanation

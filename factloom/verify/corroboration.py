@@ -36,13 +36,14 @@ class SourceTrust:
         return f"{type(self).__name__}(sources={len(self.counts)})"
 
     @classmethod
-    def from_counts(cls, counts: Mapping[str, tuple[int, int]], strength: float = 10.0) -> SourceTrust:
-        """Trust from per-source (true, false) counts, smoothed towards the share of true outcomes
-        over all sources with ``strength`` pseudo-counts: a new source starts where the average one is."""
-        t = sum(c[0] for c in counts.values())
-        n = t + sum(c[1] for c in counts.values())
-        base = (t + 1.0) / (n + 2.0)
-        trust = cls(prior_true=base * strength, prior_false=(1.0 - base) * strength)
+    def from_counts(cls, counts: Mapping[str, tuple[int, int]], mean: float = 0.95, strength: float = 10.0
+                    ) -> SourceTrust:
+        """Trust from per-source (true, false) counts with a Beta prior of the given ``mean`` and
+        ``strength`` (pseudo-counts): a source is presumed reliable until its record says otherwise,
+        so a clean short record never raises doubt, and each rejection costs more the shorter it is."""
+        if not 0.0 < mean < 1.0 or strength <= 0:
+            raise ValueError(f"need 0 < mean < 1 and strength > 0, got {mean}, {strength}")
+        trust = cls(prior_true=mean * strength, prior_false=(1.0 - mean) * strength)
         trust.counts = {s: (int(a), int(b)) for s, (a, b) in counts.items()}
         return trust
 

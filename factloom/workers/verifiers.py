@@ -165,7 +165,8 @@ class CheckSetup:
         with self._lock:
             now = time.monotonic()
             if self._trust is None or now - self._trust[0] >= self.settings.verifier_refresh_s:
-                trust = SourceTrust.from_counts(trust_counts(self.db), strength=self.settings.trust_prior_strength)
+                trust = SourceTrust.from_counts(trust_counts(self.db), mean=self.settings.trust_prior_mean,
+                                                strength=self.settings.trust_prior_strength)
                 self._trust = (now, trust)
             return self._trust[1]
 
