@@ -30,3 +30,17 @@ def test_learns_toy_graph_and_abstains(tmp_path: Path) -> None:
     scorer.save(tmp_path / "s.pt")
     again = ComplExScorer.load(tmp_path / "s.pt")
     assert again.score(true[:3]) == scorer.score(true[:3])
+
+
+def test_sampled_softmax_learns_and_features_survive_save_load(tmp_path: Path) -> None:
+    true, false = _toy()
+    scorer = ComplExScorer.from_triples(true, rank=8)
+    losses = scorer.fit(true, epochs=200, batch_size=64, lr=0.5, reg=1e-3, progress=False, negatives=6)
+    assert losses[-1] < losses[0] and scorer.hparams["negatives"] == 6
+    t_raw, f_raw = scorer.raw_scores(true), scorer.raw_scores(false)
+    assert sum(a is not None and b is not None and a > b for a, b in zip(t_raw, f_raw, strict=True)) >= 10
+    assert scorer.unseen(("p0", "lives_in", "c0")) is None
+    assert scorer.unseen(("p0", "flies_to", "mars")) == "unseen by the scorer: relation 'flies_to', object 'mars'"
+    scorer.save(tmp_path / "s.pt")
+    again = ComplExScorer.load(tmp_path / "s.pt")
+    assert again.version == scorer.version and again.features(false[:3]) == scorer.features(false[:3])
