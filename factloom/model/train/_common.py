@@ -20,7 +20,15 @@ from factloom.graph.linking import link_entities, strip_mentions
 from factloom.graph.retrieval import k_hop_subgraph
 from factloom.graph.store import Neo4jStore
 from factloom.model.embedder import Embedder
-from factloom.model.features import RelationFeatures, Sample, collate, encode_with_tokens, make_sample, weak_relations
+from factloom.model.features import (
+    RelationFeatures,
+    Sample,
+    collate,
+    encode_with_tokens,
+    make_sample,
+    path_reaches,
+    weak_relations,
+)
 from factloom.model.reasoner import PathReasoner, ReasonerConfig, decode_answers
 from factloom.model.router import RelationRouter, RouterConfig
 
@@ -120,6 +128,9 @@ def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *
     for (qa, _, graph), (qvec, qtok) in zip(linked, encoded, strict=True):
         sample = make_sample(qa.question, qvec, graph, [ids[a] for a in qa.answers if a in ids], qtok=qtok,
                              relations=[(r, True) for r in qa.relations])
+        if sample.relations and not path_reaches(sample, sample.relations):
+            # the retrieved subgraph lacks a fact of the gold path: teach what the subgraph can answer
+            sample.relations = []
         if not sample.relations:
             # no gold path in the data: the relation sequence that reaches the answers (of the set's
             # hop count when the set names one, MetaQA's "2hop")
