@@ -77,3 +77,32 @@ def test_trust_counts_read_verdicts_and_review_decisions_from_the_ledger(db: Dat
                                strict=True):
             session.execute(update(FactSubmission).where(FactSubmission.id == sid).values(status=status))
     assert trust_counts(db)[source] == (2, 1)
+
+
+def test_trust_and_fusion_labels_on_postgres(postgres_url: str) -> None:
+    """The ledger reads of the check stage and of ``train fusion`` on PostgreSQL: outcomes per source,
+    review decisions over automatic verdicts, and check results (JSON details) as features."""
+    from factloom.ledger import CheckResult
+    from factloom.model.train._verification import fusion_examples
+    from factloom.platform.migrate import migrate_sql
+    from factloom.platform.review import service as review
+
+    migrate_sql(postgres_url)
+    pg = Database(postgres_url)
+    try:
+        rows = [FactIn(subject=f"S{i}", predicate="p", object="o", source="pg-src") for i in range(3)]
+        ids = ingest.submit(db=pg, kb="pg-check", facts=rows, max_facts=10, api_key_id=None).ids
+        with pg.session() as session:
+            for sid, status in zip(ids, (Status.committed, Status.rejected, Status.needs_review), strict=True):
+                session.execute(update(FactSubmission).where(FactSubmission.id == sid).values(status=status))
+            for sid in ids:
+                session.add(CheckResult(submission_id=sid, verifier="consistency", probability=0.95, score=0.95,
+                                        explanation="ok", details={"rule": "ok"}, model_version="consistency-1"))
+        review.decide(db=pg, submission_id=ids[2], decision="accept", reason="", reviewer="pg")
+        assert trust_counts(pg)["pg-src"] == (2, 1)  # committed + reviewed, rejected
+        features, labels, origin = fusion_examples(pg, kb="pg-check")
+        assert sorted(labels) == [0, 1, 1] and origin == {"review": 1, "auto": 2}
+        assert [[r.verifier for r in row] for row in features] == [["consistency"]] * 3
+        assert features[0][0].details == {"rule": "ok"}
+    finally:
+        pg.dispose()
