@@ -10,6 +10,8 @@ of ``(?, r, t)`` (other known true facts removed), and how often the entities an
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -82,7 +84,9 @@ class ComplExScorer:
 
     @property
     def version(self) -> str:
-        return f"{self.version_prefix}-r{self.rank}-e{len(self.entities)}-k{len(self.known)}"
+        """Model family, rank, vocabulary and training-set sizes, and a digest of the training settings."""
+        digest = hashlib.sha256(json.dumps(self.hparams, sort_keys=True, default=str).encode()).hexdigest()[:6]
+        return f"{self.version_prefix}-r{self.rank}-e{len(self.entities)}-k{len(self.known)}-{digest}"
 
     def _index(self) -> None:
         """Lookups over the known facts: filtered-rank masks and frequency counts."""

@@ -42,7 +42,7 @@ from sklearn.preprocessing import StandardScaler
 
 from factloom.verify.base import Verdict, VerifierResult
 from factloom.verify.calibrate import Calibrator, expected_calibration_error
-from factloom.verify.certify import Certificate, certify_accept_threshold, min_clean_accepts
+from factloom.verify.certify import Certificate, certify_accept_threshold, clopper_pearson_upper, min_clean_accepts
 from factloom.verify.fusion import Fused
 
 __all__ = ["LearnedFusion", "FUSION_FORMAT"]
@@ -269,8 +269,8 @@ class LearnedFusion:
         if self.accept_raw is not None and self.reject_raw is not None and self.reject_raw >= self.accept_raw:
             self.reject_raw = None  # cannot happen with small targets; never let the two overlap
         self.accept, self.reject = self._prob(self.accept_raw), self._prob(self.reject_raw)
-        self.certificate = self._shown(acc, self.accept, "p >=")
-        self.reject_certificate = self._shown(rej, self.reject, "p <=")
+        self.certificate = self._shown(acc, self.accept, "p >=", self._why(s, y, self.target))
+        self.reject_certificate = self._shown(rej, self.reject, "p <=", self._why(-s, 1 - y, self.reject_target))
         self.version = self._version()
 
     def _start(self, s: np.ndarray, target: float) -> np.ndarray:
@@ -293,9 +293,22 @@ class LearnedFusion:
             return None
         return float(self.calibrator.predict([raw])[0])
 
-    def _shown(self, cert: Certificate, prob: float | None, side: str) -> Certificate:
+    def _why(self, s: np.ndarray, y: np.ndarray, target: float) -> str:
+        """Why nothing passed: too few facts at all, or too many errors in the first block tested."""
+        need = min_clean_accepts(target, self.alpha)
+        if len(s) < need:
+            return (f"cannot certify {target:g}: needs at least {need} error-free accepted validation facts "
+                    f"at {1 - self.alpha:.0%} confidence; validation has {len(s)} facts")
+        n0 = min(len(s), int(np.ceil(self.start * need)))
+        k0 = int((y[np.argsort(-s, kind="stable")[:n0]] == 0).sum())
+        return (f"cannot certify {target:g}: the first block tested (top {n0} of {len(s)} validation facts) has "
+                f"{k0} errors, {1 - self.alpha:.0%} UCB {clopper_pearson_upper(k0, n0, self.alpha):.4f} > {target:g}")
+
+    def _shown(self, cert: Certificate, prob: float | None, side: str, why: str) -> Certificate:
         """The certificate with its threshold as a calibrated probability (the scan ran on log-odds)."""
-        if not cert.certified or prob is None:
+        if not cert.certified:
+            return replace(cert, reason=why)
+        if prob is None:
             return cert
         wrong = "true facts" if side == "p <=" else "errors"
         reason = (f"{cert.errors}/{cert.accepted} {wrong} at fused {side} {prob:.4f}; {1 - cert.alpha:.0%} UCB "
