@@ -77,6 +77,9 @@ def test_train_scorer_and_fusion_register_versions_the_worker_uses(
     plausibility = next(c for c in item["checks"] if c["verifier"] == "plausibility")
     assert plausibility["probability"] is not None and "graph embedding" in plausibility["explanation"]
     assert item["fusion"]["versions"]["scorer"] == version
+    # names are resolved to the stored ones before scoring, so another casing is not "unseen"
+    cased = checked(api, submission_ids(db, post(api, facts([("film 5", "has_genre", "COMEDY")], "probe")))[0])
+    assert next(c for c in cased["checks"] if c["verifier"] == "plausibility")["probability"] is not None
     unseen = checked(api, submission_ids(db, post(api, facts([("Film 1", "has_genre", "Jazz")], "probe")))[0])
     assert next(c for c in unseen["checks"] if c["verifier"] == "plausibility")["probability"] is None
     # without a learned fusion the scorer alone may ask for review, never reject

@@ -196,6 +196,16 @@ class Neo4jStore:
                         type_predicates=list(type_predicates))
         return {name: sorted(r["types"]) for r in rows if r["types"] for name in by_key[r["key"]]}
 
+    def canonical_names(self, kb: str, names: Iterable[str]) -> dict[str, str]:
+        """The stored display name of each given name that resolves (by normalised key or alias)."""
+        by_key: dict[str, list[str]] = {}
+        for name in names:
+            by_key.setdefault(entity_key(name), []).append(name)
+        if not by_key:
+            return {}
+        rows = self.run(q.LINK_EXACT, routing="r", kb=check_kb(kb), keys=sorted(by_key))
+        return {name: r["name"] for r in rows for name in by_key[r["key"]]}
+
     def type_counts(
         self, kb: str, type_predicates: Sequence[str]
     ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:

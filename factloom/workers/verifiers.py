@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -35,7 +35,7 @@ from factloom.verify.image_evidence import ImageEvidenceVerifier
 from factloom.verify.text_evidence import TextEvidenceVerifier
 from factloom.workers.registry import ActiveModels
 
-__all__ = ["CheckSetup", "Checkers", "Fusion", "Abstaining", "Floored", "trust_counts"]
+__all__ = ["CheckSetup", "Checkers", "Fusion", "Abstaining", "Canonical", "Floored", "trust_counts"]
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,24 @@ class Floored:
                                    model_version=r.model_version)
             out.append(r)
         return out
+
+
+class Canonical:
+    """Hands a verifier that knows entities by their stored names (the scorer) the claims with their
+    subject and object resolved to those names ("blade runner" or an alias → "Blade Runner")."""
+
+    def __init__(self, inner: Verifier, names: Callable[[Sequence[str]], dict[str, str]]) -> None:
+        self.inner, self.names = inner, names
+        self.name = inner.name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
+    def check(self, claims: Sequence[Claim], graph: GraphView, now: datetime) -> list[VerifierResult]:
+        known = self.names(sorted({n for c in claims for n in (c.subject, c.object)}))
+        resolved = [replace(c, subject=known.get(c.subject, c.subject), object=known.get(c.object, c.object))
+                    for c in claims]
+        return self.inner.check(resolved, graph, now)
 
 
 @dataclass
@@ -214,7 +232,8 @@ class CheckSetup:
         plausibility: Verifier = Abstaining("plausibility", f"no scorer trained for kb '{kb}'")
         if scorer is not None:
             floor = min(max(0.2, self.rule.reject + 0.05), (self.rule.reject + self.rule.accept) / 2)
-            plausibility = scorer.model if fusion else Floored(scorer.model, floor=floor)
+            plausibility = Canonical(scorer.model, lambda names: self.store.canonical_names(kb, names))
+            plausibility = plausibility if fusion else Floored(plausibility, floor=floor)
         verifiers: list[Verifier] = [
             self.consistency,
             TypeVerifier(cons, self.entity_types(kb, claims, cons)),
