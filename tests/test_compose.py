@@ -58,3 +58,11 @@ def test_app_services_wait_for_healthy_stores_and_migrations(config: dict) -> No
         assert env["FACTLOOM_REDIS_URL"] == "redis://redis:6379/0"
     assert services["migrate"]["command"] == ["factloom", "migrate"]
     assert any(p["target"] == 8000 for p in services["api"]["ports"])
+
+
+def test_app_services_share_one_home(config: dict) -> None:  # type: ignore[type-arg]
+    # evidence images are written by the api and read by the workers; model versions the other way
+    for name in ("migrate", "api", "worker", "beat"):
+        mounts = {(v["source"], v["target"]) for v in config["services"][name].get("volumes", [])}
+        assert ("factloom-home", "/var/lib/factloom") in mounts, name
+    assert "factloom-home" in config["volumes"]
