@@ -23,7 +23,7 @@ class RouterConfig:
     hidden: int = 128  # matching space; the router only needs "is this relation asked for"
     max_hops: int = 3
     dropout: float = 0.1
-    threshold: float = 0.05  # an edge is kept when some hop gives its relation this much attention
+    threshold: float = 0.02  # an edge is kept when some hop gives its relation this much attention
     budget: int = 500  # at most this many facts handed to the reasoner
     instructions: bool = True  # per-hop attention over the question's tokens (False: one pooled vector)
     path_weight: float = 1.0  # weight of the gold relation-path loss, where the data gives the path
