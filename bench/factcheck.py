@@ -287,7 +287,9 @@ def main() -> None:
             err = sum(f[1][target]["error"] * f[1][target]["accepted"] for f in per_fold)
             points[target] = {
                 "certified": all(f[1][target]["certified"] for f in per_fold),
-                "threshold": float(np.median([f[1][target]["threshold"] or np.nan for f in per_fold])),
+                "threshold": (float(np.median(ts)) if (ts := [f[1][target]["threshold"] for f in per_fold
+                                                              if f[1][target]["threshold"] is not None]) else None),
+                "certified_folds": sum(bool(f[1][target]["certified"]) for f in per_fold),
                 "automation": float(sum(f[1][target]["automation"] * len(f[0]) for f in per_fold) / len(facts)),
                 "error": float(err / acc) if acc else 0.0, "accepted": int(acc),
                 "accept_share": acc / len(facts),
