@@ -124,7 +124,7 @@ def curves(store: Neo4jStore, embedder: Embedder, db: Database, kb: str, qas: li
     from factloom.model.pipeline import LearnedPipeline
     from factloom.model.precision import PrecisionPolicy
     from factloom.model.router import select_subgraphs
-    from factloom.model.features import collate
+    from factloom.model.features import collate, path_reaches
     from factloom.platform.query.engine import QueryEngine
 
     settings = get_settings()
@@ -136,6 +136,13 @@ def curves(store: Neo4jStore, embedder: Embedder, db: Database, kb: str, qas: li
     ids = store.resolve(kb, sorted({a for qa in qas for a in qa.answers}))
     gold = [set(s.answers) for s in samples]
     out: dict[str, Any] = {"router": [], "khop": []}
+    by_question = {qa.question: qa for qa in qas}
+    named = [(s, by_question[s.question].relations) for s in samples if by_question[s.question].relations]
+    if named:
+        # PathQuestion names each question's path: how often do its facts all sit in the k-hop
+        # candidate subgraph the store returns (an answer reached another way is luck, not reasoning)
+        out["gold_path_in_candidates"] = round(
+            sum(path_reaches(s, [(r, True) for r in rels]) for s, rels in named) / len(named), 4)
     router = loaded.pipeline.router
     c = collate(samples, engine.features)
     if router is not None:
@@ -299,6 +306,8 @@ def main() -> None:
             if args.reasoner == "learned":
                 curve_sets[name] = curves(store, embedder, db, kb, qas[:200])
                 m["curves"] = curve_sets[name]
+                if "gold_path_in_candidates" in curve_sets[name]:
+                    m["gold_path_in_candidates"] = curve_sets[name]["gold_path_in_candidates"]
             metrics["sets"][name] = m
             print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in m.items()
                                           if k not in ("curves", "model_versions")))
