@@ -118,9 +118,12 @@ def fusion_examples(db: Any, *, kb: str, limit: int = 200_000) -> tuple[list[lis
                 decisions[sid] = int(decision == "accept")  # the latest decision wins
             for c in session.scalars(select(CheckResult).where(CheckResult.submission_id.in_(part),
                                                                CheckResult.verifier != "fusion")):
+                details = dict(c.details or {})
+                # a learned fusion sees the scorer unfloored (the floor only guards the min rule)
+                probability = details.get("unfloored", c.probability)
                 checks.setdefault(c.submission_id, []).append(
-                    VerifierResult(c.verifier, c.probability, c.explanation, score=c.score,
-                                   details=dict(c.details or {}), model_version=c.model_version))
+                    VerifierResult(c.verifier, probability, c.explanation, score=c.score,
+                                   details=details, model_version=c.model_version))
     rows, labels, origin = [], [], {"review": 0, "auto": 0}
     for sid, status in subs:
         if sid not in checks:
@@ -137,8 +140,15 @@ def fusion_examples(db: Any, *, kb: str, limit: int = 200_000) -> tuple[list[lis
 
 def train_fusion(
     db: Any, *, kb: str, models_dir: Path, target: float = 0.0007, method: str = "gbdt", seed: int = 0,
+    folds: int | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Fit, certify, save and register a learned fusion for ``kb``; returns (version, metrics)."""
+    """Fit, certify, save and register a learned fusion for ``kb``; returns (version, metrics).
+
+    As ``factloom bench factcheck`` measured it: cross-fitted (``folds``; by default 5 once each class
+    has ``5 * MIN_PER_CLASS`` examples, else a held-out half) with the plausibility scorer's numeric
+    features beside each verifier's logit.
+    """
+    from factloom.model.scorer import FEATURE_NAMES
     from factloom.verify.fuse_model import LearnedFusion
 
     rows, labels, origin = fusion_examples(db, kb=kb)
@@ -147,13 +157,17 @@ def train_fusion(
         raise SystemExit(f"kb {kb!r} has {len(labels)} judged submissions ({true} true, {false} false): a fusion "
                          f"needs at least {MIN_PER_CLASS} of each (review decisions or automatic verdicts)")
     names = sorted({r.verifier for row in rows for r in row})
+    if folds is None:
+        folds = 5 if min(true, false) >= 5 * MIN_PER_CLASS else 0
+    details = {"plausibility": list(FEATURE_NAMES)} if "plausibility" in names else {}
     try:
-        fusion = LearnedFusion(names, method=method, target=target, seed=seed).fit(rows, labels)
+        fusion = LearnedFusion(names, details=details, method=method, target=target, seed=seed,
+                               folds=folds).fit(rows, labels)
     except ValueError as exc:
         raise SystemExit(f"cannot fit a fusion for kb {kb!r}: {exc}") from exc
     metrics: dict[str, Any] = {
         "examples": len(labels), "true": int(sum(labels)), "labels_from": origin, "verifiers": names,
-        "target": target, "accept": fusion.accept, "reject": fusion.reject,
+        "target": target, "folds": folds, "accept": fusion.accept, "reject": fusion.reject,
         "certificate": fusion.certificate.as_dict() if fusion.certificate else None, **fusion.metrics,
     }
     artefact = models_dir / f"fusion-{kb}-{time.strftime('%Y%m%d%H%M%S')}"
@@ -197,11 +211,13 @@ def fusion_main(argv: list[str]) -> int:
     p.add_argument("--target", type=float, default=0.0007, help="allowed error among auto-accepted facts")
     p.add_argument("--method", choices=["gbdt", "logistic"], default="gbdt")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--folds", type=int, default=None,
+                   help="cross-fitting folds (0: a held-out half); default 5 when each class has enough examples")
     args = p.parse_args(argv)
     store, db, models = _open()
     try:
         version, metrics = train_fusion(db, kb=args.kb, models_dir=models, target=args.target,
-                                        method=args.method, seed=args.seed)
+                                        method=args.method, seed=args.seed, folds=args.folds)
     finally:
         store.close()
         db.dispose()
