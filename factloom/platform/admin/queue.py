@@ -11,7 +11,7 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlencode
@@ -325,7 +325,3 @@ def facets(*, db: Database, kb: str = "", limit: int = 50) -> dict[str, list[tup
             )
             out[name] = [(str(v), int(c)) for v, c in rows]
     return out
-
-
-def without_cursor(filters: QueueFilters) -> QueueFilters:
-    return replace(filters)
