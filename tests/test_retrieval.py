@@ -113,6 +113,24 @@ def test_k_hop_bounds_and_directions(store: Neo4jStore, kbs: tuple[str, str]) ->
     assert len(cut.edges) == 3 and cut.truncated
 
 
+def test_facts_back_to_visited_entities_are_kept(store: Neo4jStore, embedder: Embedder) -> None:
+    # "the mother of Ann's son" is Ann; a self-loop; two neighbours of the seed related to each other
+    kb = f"t-{uuid.uuid4().hex[:10]}"
+    family = [("Ann", "son", "Bob", {}), ("Bob", "mother", "Ann", {}), ("Ann", "spouse", "Carl", {}),
+              ("Carl", "father_of", "Bob", {}), ("Ann", "knows", "Ann", {}), ("Bob", "friend", "Dora", {})]
+    _write(store, kb, embedder, family)
+    try:
+        seed = _seed(store, kb, "Ann")
+        one = k_hop_subgraph(store, kb=kb, seeds=[seed], hops=1, max_edges=100)
+        assert _triples(one) == {("Ann", "son", "Bob"), ("Bob", "mother", "Ann"), ("Ann", "spouse", "Carl"),
+                                 ("Ann", "knows", "Ann")}
+        two = k_hop_subgraph(store, kb=kb, seeds=[seed], hops=2, max_edges=100)
+        assert _triples(two) == {(s, p, o) for s, p, o, _ in family}  # Carl→Bob joins two hop-1 nodes
+        assert len({e.fact_id for e in two.edges}) == len(two.edges)  # still each fact once
+    finally:
+        store.drop_kb(kb)
+
+
 def test_hub_stays_bounded(store: Neo4jStore, kbs: tuple[str, str]) -> None:
     kb, _ = kbs
     graph = k_hop_subgraph(store, kb=kb, seeds=[_seed(store, kb, "Witness")], hops=3, max_edges=40)

@@ -132,7 +132,7 @@ def neighbourhood(
     if not frontier:
         return Neighbourhood(names={}, edges=[], truncated=False)
     rows = store.run(
-        q.EXPAND_HOP, routing="r", kb=kb, frontier=frontier, visited=[], statuses=list(SERVABLE_STATUSES),
+        q.EXPAND_HOP, routing="r", kb=kb, frontier=frontier, seen=[], statuses=list(SERVABLE_STATUSES),
         as_of=_zoned(as_of), per_node=per_node, limit=limit + 1,
     )
     truncated = len(rows) > limit

@@ -167,15 +167,16 @@ LIMIT $limit
 
 # One hop of the candidate subgraph: the facts around a frontier, in both directions, that were
 # valid at ``$as_of`` (null: now) and are servable. ``$per_node`` keeps one hub (genre "Drama", a
-# year) from eating the whole budget; ``$visited`` (nodes expanded at an earlier hop) keeps the
-# facts already fetched from being fetched again.
+# year) from eating the whole budget; ``$seen`` (fact ids fetched at earlier hops) keeps them from
+# being fetched again without hiding facts that lead back to a visited entity (a self-loop, "the
+# mother of X's son" is X, two neighbours of the seed related to each other).
 EXPAND_HOP = """
 WITH coalesce($as_of, datetime()) AS at
 UNWIND $frontier AS id
 MATCH (n:Entity {kb: $kb, id: id})
 CALL (n, at) {
   MATCH (n)-[r:FACT]-(m:Entity)
-  WHERE r.kb = $kb AND m.kb = $kb AND NOT m.id IN $visited
+  WHERE r.kb = $kb AND m.kb = $kb AND NOT r.fact_id IN $seen
     AND coalesce(r.status, 'accepted') IN $statuses
     AND (r.valid_to IS NULL OR r.valid_to > at)
     AND (r.valid_from IS NULL OR r.valid_from <= at)

@@ -55,7 +55,7 @@ def k_hop_subgraph(
         per_node = max(_MIN_PER_NODE, remaining // len(frontier))
         visited.update(frontier)
         rows = store.run(
-            q.EXPAND_HOP, routing="r", kb=kb, frontier=frontier, visited=sorted(visited),
+            q.EXPAND_HOP, routing="r", kb=kb, frontier=frontier, seen=sorted(seen),
             statuses=list(SERVABLE_STATUSES), as_of=as_of, per_node=per_node, limit=remaining + 1,
         )
         if len(rows) > remaining:
