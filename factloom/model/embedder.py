@@ -117,12 +117,32 @@ class Embedder:
                     self._cache.popitem(last=False)
         return out
 
+    def encode_with_tokens(
+        self, texts: list[str], batch_size: int = 64,
+    ) -> list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]]:
+        """One transformer pass per text for both its sentence embedding ``(D,)`` (unit norm, as
+        :meth:`encode` returns it) and its contextual token embeddings ``(L, D)`` (``[CLS]`` …
+        ``[SEP]``, padding removed). Not cached: token embeddings are per question."""
+        if not texts:
+            return []
+        with self._lock:  # the tokeniser is not safe to call concurrently
+            outs = self._model.encode(texts, batch_size=batch_size, output_value=None, convert_to_numpy=True,
+                                      normalize_embeddings=True, show_progress_bar=False)
+        return [(_numpy(o["sentence_embedding"]), _numpy(o["token_embeddings"][: int(o["attention_mask"].sum())]))
+                for o in outs]
+
     def embed(self, texts: list[str]) -> list[list[float]]:
         """The callable the graph store takes as ``embed=``: plain lists, as Neo4j stores them."""
         return [row.tolist() for row in self.encode(list(texts))]
 
     def __call__(self, texts: list[str]) -> list[list[float]]:
         return self.embed(texts)
+
+
+def _numpy(value: Any) -> npt.NDArray[np.float32]:
+    if hasattr(value, "detach"):  # a torch tensor
+        value = value.detach().float().cpu().numpy()
+    return np.asarray(value, dtype=np.float32)
 
 
 def _version_of(model_dir: Path) -> str:

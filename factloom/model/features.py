@@ -21,7 +21,7 @@ from torch_geometric.data import Batch, Data
 from factloom.graph.types import Edge, Subgraph
 
 __all__ = ["RelationKey", "Sample", "RelationFeatures", "humanise", "make_sample", "collate", "Collated",
-           "question_features", "question_inputs", "encode_with_tokens", "weak_relations", "path_reaches", "SEGMENTS"]
+           "question_features", "question_inputs", "weak_relations", "path_reaches", "SEGMENTS"]
 
 # possessive segments encoded beside the whole question ("X 's spouse 's father 's birthplace");
 # off: on PQ-3H (1000 training questions) dev hits@1 fell from 0.78 to 0.72 with 4 of them
@@ -69,27 +69,6 @@ def question_features(encode: Encode, question: str, mentions: Sequence[str]) ->
     return out.reshape(-1)
 
 
-def encode_with_tokens(embedder: Any, texts: list[str],
-                       batch_size: int = 64) -> list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]]:
-    """One transformer pass per text for both its sentence embedding ``(D,)`` (unit norm, as
-    :meth:`Embedder.encode <factloom.model.embedder.Embedder.encode>` returns it) and its
-    contextual token embeddings ``(L, D)`` (``[CLS]`` … ``[SEP]``, padding removed)."""
-    if not texts:
-        return []
-    with embedder._lock:  # the tokeniser is not safe to call concurrently
-        outs = embedder._model.encode(texts, batch_size=batch_size, output_value=None, convert_to_numpy=True,
-                                      normalize_embeddings=True, show_progress_bar=False)
-    result = []
-    for o in outs:
-        n = int(o["attention_mask"].sum())
-        tok = o["token_embeddings"][:n]
-        tok = tok.float().cpu().numpy() if isinstance(tok, torch.Tensor) else np.asarray(tok)
-        vec = o["sentence_embedding"]
-        vec = vec.float().cpu().numpy() if isinstance(vec, torch.Tensor) else np.asarray(vec)
-        result.append((vec.astype(np.float32), tok.astype(np.float32)))
-    return result
-
-
 def question_inputs(embedder: Any, question: str,
                     mentions: Sequence[str]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
     """The question's relation words (entity mentions removed): sentence embedding ``(D,)`` and
@@ -97,7 +76,7 @@ def question_inputs(embedder: Any, question: str,
     per hop, so "the mother's children" and "the children's mother" give different hop orders."""
     from factloom.graph.linking import strip_mentions
 
-    return encode_with_tokens(embedder, [strip_mentions(question, mentions) or question])[0]
+    return embedder.encode_with_tokens([strip_mentions(question, mentions) or question])[0]
 
 
 def path_reaches(s: Sample, relations: Sequence[RelationKey]) -> bool:

@@ -24,7 +24,6 @@ from factloom.model.features import (
     RelationFeatures,
     Sample,
     collate,
-    encode_with_tokens,
     make_sample,
     path_reaches,
     weak_relations,
@@ -124,7 +123,7 @@ def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *
             graphs[key] = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges)
         linked.append((qa, seeds, graphs[key]))
     texts = [strip_mentions(qa.question, [s.name for s in seeds]) or qa.question for qa, seeds, _ in linked]
-    encoded = [x for i in range(0, len(texts), 256) for x in encode_with_tokens(embedder, texts[i:i + 256])]
+    encoded = [x for i in range(0, len(texts), 256) for x in embedder.encode_with_tokens(texts[i:i + 256])]
     for (qa, _, graph), (qvec, qtok) in zip(linked, encoded, strict=True):
         sample = make_sample(qa.question, qvec, graph, [ids[a] for a in qa.answers if a in ids], qtok=qtok,
                              relations=[(r, True) for r in qa.relations])
