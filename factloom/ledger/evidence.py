@@ -1,8 +1,13 @@
-"""Evidence files submitted with facts, stored on disk by content hash beside the SQL ledger.
+"""Evidence submitted with facts: images on disk by content hash beside the SQL ledger, texts in it.
 
 An image is kept once per SHA-256 of its bytes (``images/ab/abcdef….png`` under the evidence
 directory); the submission's ``evidence`` JSON keeps the hash, the declared type and the size, and a
 worker finds the file again from those. The declared type must match the bytes' magic numbers.
+
+An evidence text stays in the submission's ``evidence`` JSON (``{"text": …}``). :func:`stored_texts`
+finds the texts of a kb's judged-true submissions (accepted, reviewed, committed) that name given
+entities as subject or object, the most recent first and at most ``per_entity`` per entity: the
+"stored evidence about the entities" a fact submitted without text is checked against.
 """
 
 from __future__ import annotations
@@ -10,9 +15,20 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
-__all__ = ["IMAGE_TYPES", "InvalidEvidence", "check_image", "image_path", "sniff_image", "store_image"]
+from sqlalchemy import func, select
+
+from factloom.ledger.db import Database
+from factloom.ledger.tables import FactSubmission, Status
+
+__all__ = [
+    "IMAGE_TYPES", "EvidenceText", "InvalidEvidence", "check_image", "image_path", "sniff_image", "store_image",
+    "has_stored_texts", "stored_texts",
+]
 
 # content type → file extension; the only image types an upload may declare
 IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
@@ -66,3 +82,72 @@ def store_image(evidence_dir: Path, data: bytes, content_type: str) -> str:
         Path(tmp).unlink(missing_ok=True)
         raise
     return sha
+
+
+# a submission whose evidence may stand for its entities: one the checks or a reviewer judged true
+_JUDGED_TRUE = (Status.accepted, Status.reviewed, Status.committed)
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceText:
+    """The evidence text of one stored submission, found under the entity name ``entity``."""
+
+    entity: str
+    submission_id: str
+    fact_id: str
+    text: str
+
+
+def _folds(name: str) -> tuple[str, str]:
+    # PostgreSQL's lower() folds all of Unicode, SQLite's only ASCII: look a name up under both
+    return name.lower(), "".join(ch.lower() if ch.isascii() else ch for ch in name)
+
+
+def has_stored_texts(db: Database, kb: str) -> bool:
+    """Whether the kb holds any judged-true submission with an evidence text (one ``LIMIT 1`` query)."""
+    text = FactSubmission.evidence["text"].as_string()
+    with db.session() as session:
+        hit = session.execute(
+            select(FactSubmission.id).where(FactSubmission.kb == kb, FactSubmission.status.in_(_JUDGED_TRUE),
+                                            text.is_not(None), text != "").limit(1)
+        ).first()
+    return hit is not None
+
+
+def stored_texts(db: Database, kb: str, names: Iterable[str], *, per_entity: int = 4) -> dict[str, list[EvidenceText]]:
+    """Per given name (matched case-insensitively as subject or object), the evidence texts of the kb's
+    judged-true submissions, most recent first, at most ``per_entity`` for each side it appears on.
+
+    Two queries (subject side, object side), each bounded in SQL by a ``row_number()`` window, so a
+    name with thousands of stored facts costs no more than one with a few."""
+    wanted = sorted({n for n in names if n and n.strip()})
+    by_fold: dict[str, list[str]] = {}
+    for name in wanted:
+        for fold in set(_folds(name)):
+            by_fold.setdefault(fold, []).append(name)
+    if not by_fold or per_entity <= 0:
+        return {}
+    text = FactSubmission.evidence["text"].as_string()
+    found: dict[str, dict[str, tuple[datetime, EvidenceText]]] = {}
+    with db.session() as session:
+        for column in (FactSubmission.subject, FactSubmission.object):
+            key = func.lower(column)
+            ranked = (
+                select(FactSubmission.id, FactSubmission.fact_id, FactSubmission.created_at,
+                       key.label("entity"), text.label("text"),
+                       func.row_number().over(partition_by=key,
+                                              order_by=(FactSubmission.created_at.desc(), FactSubmission.id))
+                       .label("rank"))
+                .where(FactSubmission.kb == kb, FactSubmission.status.in_(_JUDGED_TRUE),
+                       key.in_(sorted(by_fold)), text.is_not(None), text != "")
+                .subquery()
+            )
+            rows = session.execute(
+                select(ranked.c.id, ranked.c.fact_id, ranked.c.created_at, ranked.c.entity, ranked.c.text)
+                .where(ranked.c.rank <= per_entity)
+            ).all()
+            for sid, fact_id, created, entity, body in rows:
+                for name in by_fold.get(entity, ()):
+                    found.setdefault(name, {})[sid] = (created, EvidenceText(name, sid, fact_id, body))
+    return {name: [e for _, e in sorted(hits.values(), key=lambda h: h[0], reverse=True)]
+            for name, hits in found.items()}

@@ -10,6 +10,7 @@ the plausibility verifier, its active learned fusion replaces the min rule.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +27,7 @@ from factloom.config import Settings
 from factloom.graph import Neo4jStore
 from factloom.graph.types import entity_key
 from factloom.ledger import Database, FactSubmission, Status
+from factloom.ledger.evidence import has_stored_texts, stored_texts
 from factloom.verify import Claim, ConsistencyVerifier, VerdictRule, Verifier, VerifierResult
 from factloom.verify.base import GraphView
 from factloom.verify.corroboration import CorroborationVerifier, SourceTrust
@@ -153,6 +155,9 @@ class CheckSetup:
         db, store: the ledger and the graph.
         encode: texts → unit embeddings (the worker's sentence model, loaded on first use).
         registry: the active scorer and fusion versions.
+
+    Per chunk, the claims without evidence text get the stored evidence about their entities
+    (:func:`~factloom.ledger.evidence.stored_texts`: two bounded queries for the whole chunk).
     """
 
     def __init__(
@@ -164,6 +169,7 @@ class CheckSetup:
         self.rule = VerdictRule(accept=settings.accept_threshold, reject=settings.reject_threshold)
         self.consistency = ConsistencyVerifier(settings.functional_predicates)
         self.text = TextEvidenceVerifier(encode)
+        self.stored_per_entity = 8  # stored evidence texts read per entity and side, the most recent
         self._text_version = text_version
         self.type_predicates = list(settings.type_predicates)
         self.schema = {p: {k: [entity_key(t) for t in v] for k, v in spec.items()}
@@ -173,6 +179,7 @@ class CheckSetup:
         self._trust: tuple[float, SourceTrust] | None = None
         self._types: dict[str, tuple[float, TypeConstraints]] = {}
         self._image: ImageEvidenceVerifier | None = None
+        self._has_text: dict[str, float] = {}  # kb → when it was last seen without any stored evidence text
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(registry={self.registry!r})"
@@ -210,6 +217,20 @@ class CheckSetup:
                 self._image = ImageEvidenceVerifier(self.settings.image_model_path or None, image_of, device=device)
             return self._image
 
+    def has_stored_text(self, kb: str) -> bool:
+        """Whether the kb has stored evidence text at all; a kb without any is re-asked only after the
+        refresh period, so a chunk of a kb that never had evidence text costs no lookup."""
+        with self._lock:
+            seen = self._has_text.get(kb)
+            if seen == math.inf:
+                return True
+            if seen is not None and time.monotonic() - seen < self.settings.verifier_refresh_s:
+                return False
+        found = has_stored_texts(self.db, kb)
+        with self._lock:
+            self._has_text[kb] = math.inf if found else time.monotonic()  # evidence text is never removed
+        return found
+
     # ------------------------------------------------------------ per chunk
 
     def entity_types(self, kb: str, claims: Sequence[Claim], cons: TypeConstraints) -> dict[str, list[str]]:
@@ -227,7 +248,11 @@ class CheckSetup:
         cons = self.constraints(kb)
         scorer = self.registry.get("scorer", kb)
         fusion = self.registry.get("fusion", kb)
-        if any(c.evidence_text for c in claims):
+        # claims without evidence text are checked against the stored evidence about their entities
+        bare = {n for c in claims if not c.evidence_text for n in (c.subject, c.object)}
+        stored = (stored_texts(self.db, kb, bare, per_entity=self.stored_per_entity)
+                  if bare and self.has_stored_text(kb) else {})
+        if stored or any(c.evidence_text for c in claims):
             self.text.version = self._text_version()  # the sentence model loads with the first evidence
         plausibility: Verifier = Abstaining("plausibility", f"no scorer trained for kb '{kb}'")
         if scorer is not None:
@@ -239,7 +264,7 @@ class CheckSetup:
             TypeVerifier(cons, self.entity_types(kb, claims, cons)),
             CorroborationVerifier(self.trust()),
             plausibility,
-            self.text,
+            self.text.with_stored(stored),
             self.image(),
         ]
         chosen: Fusion = fusion.model if fusion else self.rule
