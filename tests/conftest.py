@@ -7,6 +7,8 @@ modules are, so any ``get_settings()`` call sees it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 import httpx
 import pytest
@@ -82,6 +84,25 @@ def live(settings: Settings, neo4j_service: Neo4jService, redis_service: RedisSe
 @pytest.fixture(scope="session")
 def worker(live: dict[str, Service]) -> Service:
     return live["worker"]
+
+
+@pytest.fixture(scope="session")
+def worker_with(live: dict[str, Service], settings: Settings) -> Callable[..., AbstractContextManager[Service]]:
+    """``with worker_with(image_model_path=...):`` runs the session's Celery worker with those Settings
+    changed (passed to it as ``FACTLOOM_*``) for the block; the session's own worker is back after it."""
+
+    @contextmanager
+    def swap(**changes: Any) -> Iterator[Service]:
+        live["worker"].stop()
+        changed = services(settings.model_copy(update=changes))["worker"]
+        try:
+            changed.start()
+            yield changed
+        finally:
+            changed.stop()
+            live["worker"].start()
+
+    return swap
 
 
 @pytest.fixture(scope="session")
