@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,13 +27,14 @@ def tiny_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
     path = tmp_path_factory.mktemp("tiny-clip")
-    letters = {f"{c}</w>": i + 2 for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")}
-    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1, **letters}
-    (path / "vocab.json").write_text(json.dumps(vocab))
-    (path / "merges.txt").write_text("#version: 0.2\n")
-    tok = CLIPTokenizerFast(vocab_file=str(path / "vocab.json"), merges_file=str(path / "merges.txt"))
+    # a character-level vocabulary: every caption gets its own token ids (with no merges, each
+    # character is a token, and "x</w>" ends a word), so captions differ and the scores with them
+    chars = "abcdefghijklmnopqrstuvwxyz0123456789'.,-_"
+    tokens = ["<|startoftext|>", "<|endoftext|>", *chars, *(f"{c}</w>" for c in chars)]
+    vocab = {t: i for i, t in enumerate(tokens)}
+    tok = CLIPTokenizerFast(vocab=vocab, merges=[])
     text = CLIPTextConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                          num_attention_heads=2, max_position_embeddings=32, projection_dim=8,
+                          num_attention_heads=2, max_position_embeddings=77, projection_dim=8,
                           bos_token_id=0, eos_token_id=1, pad_token_id=1)
     vision = CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
                               image_size=32, patch_size=16, projection_dim=8)
@@ -62,3 +62,25 @@ def test_abstains_without_a_model(tmp_path: Path) -> None:
     assert r.probability is None and "no image model" in r.explanation
     with pytest.raises(FileNotFoundError):
         ImageEvidenceVerifier(tmp_path, lambda c: None)
+
+
+def test_a_batch_scores_each_image_as_alone_and_an_unreadable_one_abstains_alone(
+    tiny_clip: Path, tmp_path: Path
+) -> None:
+    colours = {"Paris": (200, 10, 10), "Rome": (10, 200, 10), "Lyon": (10, 10, 200)}
+    for name, colour in colours.items():
+        Image.new("RGB", (40, 40 + len(name)), colour).save(tmp_path / f"{name}.png")
+    (tmp_path / "Oslo.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    claims = [Claim(submission_id=n, fact_id=n, subject="Eiffel Tower", predicate="located_in", object=n)
+              for n in [*colours, "Oslo"]]
+    now = datetime.now(UTC)
+    batched = ImageEvidenceVerifier(tiny_clip, lambda c: tmp_path / f"{c.object}.png", batch_size=2)
+    *scored, broken = batched.check(claims, {}, now)
+    alone = [batched.check([c], {}, now)[0] for c in claims[:3]]
+    for b, a in zip(scored, alone, strict=True):
+        assert b.probability is not None and a.probability is not None
+        assert abs(b.probability - a.probability) < 1e-5
+        assert b.explanation.split(" (p")[0] == a.explanation.split(" (p")[0]
+    assert len({round(r.probability or 0.0, 6) for r in scored}) == 3  # three images, three scores, not one shared
+    assert broken.probability is None and broken.explanation.startswith("image not readable")
+    assert broken.details == {"image": "Oslo.png", "error": True}
