@@ -22,7 +22,7 @@ Steven Spielberg" scores 0.79 against "Blade Runner is a 1982 film directed by R
 true claim 0.88), so a stored sentence counts only when it names both the claim's subject and its
 object and its cosine reaches ``stored_min_cosine`` (0.6); then it supports through the same link,
 else the verifier abstains. Stored evidence never raises doubt. Only sentences that name both
-entities are embedded, at most ``per_entity`` per claim and ``max_stored`` distinct ones per call,
+entities are embedded, at most ``per_claim`` per claim and ``max_stored`` distinct ones per call,
 in the same single embedding call. No evidence text and no stored evidence: it abstains.
 """
 
@@ -88,10 +88,10 @@ class TextEvidenceVerifier:
     name = "text_evidence"
 
     def __init__(self, encode: Encode, slope: float = 12.0, middle: float = 0.25, version: str = "text-1",
-                 floor: float = 0.25, per_entity: int = 4, max_stored: int = 1000,
+                 floor: float = 0.25, per_claim: int = 2, max_stored: int = 1000,
                  stored_min_cosine: float = 0.6) -> None:
         self.encode, self.slope, self.middle, self.version, self.floor = encode, slope, middle, version, floor
-        self.per_entity, self.max_stored, self.stored_min_cosine = per_entity, max_stored, stored_min_cosine
+        self.per_claim, self.max_stored, self.stored_min_cosine = per_claim, max_stored, stored_min_cosine
         self.stored: Mapping[str, Sequence[StoredText]] | None = None  # None: no lookup was made
 
     def __repr__(self) -> str:
@@ -104,14 +104,14 @@ class TextEvidenceVerifier:
         return other
 
     def _stored_candidates(self, claim: Claim, budget: set[str]) -> list[_Candidate]:
-        """Up to ``per_entity`` stored sentences naming both the claim's subject and object, the most
+        """Up to ``per_claim`` stored sentences naming both the claim's subject and object, the most
         recent texts first; a sentence not yet in ``budget`` is taken only while the call's bound allows."""
         subject, obj = _names(claim.subject), _names(claim.object)
         out: dict[str, _Candidate] = {}
         for name in dict.fromkeys((claim.subject, claim.object)):
             for stored in (self.stored or {}).get(name, ()):
                 for sent in split_sentences(stored.text):
-                    if len(out) >= self.per_entity:
+                    if len(out) >= self.per_claim:
                         return list(out.values())
                     folded = sent.casefold()
                     if sent in out or not subject.search(folded) or not obj.search(folded):
