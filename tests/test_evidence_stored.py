@@ -14,6 +14,7 @@ from factloom.ledger.evidence import EvidenceText, has_stored_texts, stored_text
 from factloom.model.embedder import Embedder
 from factloom.platform.ingest import service as ingest
 from factloom.platform.ingest.schemas import FactIn
+from factloom.platform.migrate import migrate_sql
 from factloom.verify import Claim
 from factloom.verify.text_evidence import TextEvidenceVerifier
 from tests.test_platform import submission_ids, wait_status
@@ -37,7 +38,7 @@ def _submit(db: Database, kb: str, rows: list[tuple[str, str, str, str | None, S
     return ids
 
 
-def test_stored_texts_reads_judged_true_evidence_most_recent_first_within_the_bound(db: Database) -> None:
+def _stored_texts_case(db: Database) -> None:
     kb = f"ev-ledger-{datetime.now(UTC).timestamp():.0f}"
     ids = _submit(db, kb, [
         ("Blade Runner", "release_year", "1982", "oldest text", Status.committed),
@@ -46,14 +47,16 @@ def test_stored_texts_reads_judged_true_evidence_most_recent_first_within_the_bo
         ("Blade Runner", "genre", "Science Fiction", "waiting text", Status.needs_review),
         ("Blade Runner", "language", "English", None, Status.committed),
         ("Alien", "directed_by", "Ridley Scott", "newest text", Status.accepted),
+        ("Émile Zola", "wrote", "Germinal", "zola text", Status.committed),
     ])
     _submit(db, f"{kb}-other", [("Blade Runner", "country", "USA", "other kb", Status.committed)])
 
-    found = stored_texts(db, kb, ["blade runner", "Ridley Scott", "Nobody"], per_entity=8)
+    found = stored_texts(db, kb, ["blade runner", "Ridley Scott", "Nobody", "ÉMILE ZOLA"], per_entity=8)
     assert [e.text for e in found["blade runner"]] == ["reviewed text", "oldest text"]  # any case; judged true only
     assert [e.text for e in found["Ridley Scott"]] == ["newest text", "reviewed text"]  # as the object
     assert found["Ridley Scott"][0] == EvidenceText("Ridley Scott", ids[5], found["Ridley Scott"][0].fact_id,
                                                     "newest text")
+    assert [e.text for e in found["ÉMILE ZOLA"]] == ["zola text"]  # non-ASCII capitals, on SQLite too
     assert "Nobody" not in found
     # the bound holds per entity and side, in SQL: only the most recent
     assert [e.text for e in stored_texts(db, kb, ["Blade Runner"], per_entity=1)["Blade Runner"]] == ["reviewed text"]
@@ -63,6 +66,19 @@ def test_stored_texts_reads_judged_true_evidence_most_recent_first_within_the_bo
     _submit(db, f"{kb}-none", [("Alien", "genre", "Horror", "rejected text", Status.rejected),
                                ("Alien", "language", "English", None, Status.committed)])
     assert not has_stored_texts(db, f"{kb}-none")
+
+
+def test_stored_texts_reads_judged_true_evidence_most_recent_first_within_the_bound(db: Database) -> None:
+    _stored_texts_case(db)
+
+
+def test_stored_texts_on_postgres(postgres_url: str) -> None:
+    migrate_sql(postgres_url)
+    pg = Database(postgres_url)
+    try:
+        _stored_texts_case(pg)
+    finally:
+        pg.dispose()
 
 
 def test_stored_evidence_supports_only_a_claim_it_states() -> None:
