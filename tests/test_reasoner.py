@@ -101,12 +101,28 @@ def test_layer_shapes(samples: list, embedder: Embedder) -> None:  # type: ignor
     assert c.gold.shape == (2, 0)
 
 
-def test_hop_instructions_shapes() -> None:
-    layer = HopInstructions(text_dim=8, hidden=16, hops=3, dropout=0.0)
+@pytest.mark.parametrize("context", [False, True])
+def test_hop_instructions_shapes(context: bool) -> None:
+    layer = HopInstructions(text_dim=8, hidden=16, hops=3, dropout=0.0, context=context)
     mask = torch.tensor([[True] * 5, [True, True, False, False, False]])
     out, attn = layer(torch.randn(2, 8), torch.randn(2, 5, 8), mask)
     assert out.shape == (2, 3, 16) and attn.shape == (2, 3, 5)
     assert float(attn[1, :, 2:].abs().sum()) == 0 and torch.allclose(attn.sum(-1), torch.ones(2, 3))
+
+
+def test_token_context_reads_order_not_padding() -> None:
+    torch.manual_seed(0)
+    layer = HopInstructions(text_dim=8, hidden=16, hops=3, dropout=0.0, context=True).eval()
+    q, tok = torch.randn(1, 8), torch.randn(1, 4, 8)
+    alone, _ = layer(q, tok, torch.ones(1, 4, dtype=torch.bool))
+    # the same question padded to 7 tokens in a batch: the GRU stops at its last real token
+    padded = torch.cat([tok, torch.randn(1, 3, 8)], dim=1)
+    mask = torch.tensor([[True] * 4 + [False] * 3])
+    batched, _ = layer(q, padded, mask)
+    assert torch.allclose(alone, batched, atol=1e-5)
+    # the same words in another order give other instructions (a bag of tokens would not)
+    flipped, _ = layer(q, tok.flip(1), torch.ones(1, 4, dtype=torch.bool))
+    assert not torch.allclose(alone, flipped, atol=1e-3)
 
 
 def test_gold_relations_and_path_loss(embedder: Embedder) -> None:
@@ -137,6 +153,14 @@ def test_pooled_question_still_loads(samples: list, embedder: Embedder, tmp_path
     torch.save(blob, tmp_path / "old.pt")
     loaded = load_model(tmp_path / "old.pt")
     assert isinstance(loaded, PathReasoner) and loaded.config.instructions is False
+    # artefacts trained before the token GRU load without it
+    before = PathReasoner(ReasonerConfig(hidden=32, context=False))
+    save_model(before, tmp_path / "before.pt")
+    blob = torch.load(tmp_path / "before.pt", weights_only=False)
+    del blob["config"]["context"]
+    torch.save(blob, tmp_path / "before.pt")
+    reloaded = load_model(tmp_path / "before.pt")
+    assert reloaded.config.context is False and reloaded.query.context is None  # type: ignore[union-attr]
     c = collate(samples[:2], RelationFeatures(embedder.encode))
     assert loaded(c).score.shape == (c.batch.num_nodes,)
     # a sample without token embeddings reads its pooled vector as its one token

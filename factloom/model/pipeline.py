@@ -32,6 +32,7 @@ def load_model(path: Path) -> RelationRouter | PathReasoner:
     model: RelationRouter | PathReasoner
     blob["config"].setdefault("segments", 0)  # artefacts from before question segments
     blob["config"].setdefault("instructions", False)  # artefacts from before per-hop instructions
+    blob["config"].setdefault("context", False)  # artefacts from before the token GRU
     if blob["kind"] == "router":
         model = RelationRouter(RouterConfig(**blob["config"]))
     else:

@@ -80,11 +80,16 @@ class HopInstructions(nn.Module):
         - **output:** ``(B, T, H)`` instructions and ``(B, T, L)`` token attention
     """
 
-    def __init__(self, text_dim: int, hidden: int, hops: int, dropout: float) -> None:
+    def __init__(self, text_dim: int, hidden: int, hops: int, dropout: float, context: bool = False) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(text_dim)
-        self.key = nn.Linear(text_dim, hidden)
-        self.value = nn.Linear(text_dim, hidden)
+        # a trainable bidirectional GRU over the (frozen) token embeddings: "the child of wife of X's
+        # parents" and "X's parents's wife's child" name their hops in opposite word orders, and
+        # which word is hop t is a matter of position relative to "of" / "'s"
+        self.context = nn.GRU(text_dim, hidden // 2, batch_first=True, bidirectional=True) if context else None
+        width = text_dim + (2 * (hidden // 2) if context else 0)
+        self.key = nn.Linear(width, hidden)
+        self.value = nn.Linear(width, hidden)
         self.question = nn.Sequential(nn.Linear(text_dim, hidden), nn.GELU(), nn.Dropout(dropout))
         self.step = nn.ModuleList(nn.Linear(2 * hidden, hidden) for _ in range(hops))
         self.out = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.GELU(), nn.Dropout(dropout),
@@ -93,6 +98,12 @@ class HopInstructions(nn.Module):
 
     def forward(self, qvec: Tensor, qtok: Tensor, qmask: Tensor) -> tuple[Tensor, Tensor]:
         tok = self.norm(qtok)  # (B, L, D)
+        if self.context is not None:
+            lengths = qmask.sum(-1).clamp(min=1).cpu()
+            packed = nn.utils.rnn.pack_padded_sequence(tok.float(), lengths, batch_first=True, enforce_sorted=False)
+            ctx, _ = self.context(packed)
+            ctx, _ = nn.utils.rnn.pad_packed_sequence(ctx, batch_first=True, total_length=tok.shape[1])  # (B, L, H')
+            tok = torch.cat([tok, ctx.to(tok.dtype)], dim=-1)  # (B, L, D + H')
         keys, values = self.key(tok), self.value(tok)  # (B, L, H)
         q = self.question(qvec)  # (B, H)
         instruction = torch.zeros_like(q)
@@ -116,6 +127,7 @@ class ReasonerConfig:
     dropout: float = 0.1
     instructions: bool = True  # per-hop attention over the question's tokens (False: one pooled vector)
     path_weight: float = 1.0  # weight of the gold relation-path loss, where the data gives the path
+    context: bool = True  # a trainable BiGRU over the question's tokens before the hop attention
 
 
 @dataclass
@@ -160,7 +172,7 @@ class PathReasoner(nn.Module):
         q_dim = c.text_dim * (1 + c.segments)
         self.query: nn.Module
         if c.instructions:
-            self.query = HopInstructions(c.text_dim, c.hidden, c.max_hops, c.dropout)
+            self.query = HopInstructions(c.text_dim, c.hidden, c.max_hops, c.dropout, c.context)
         else:
             self.query = nn.Sequential(nn.Linear(q_dim, c.hidden), nn.GELU(), nn.Dropout(c.dropout),
                                        nn.Linear(c.hidden, c.hidden * c.max_hops))

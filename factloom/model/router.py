@@ -27,6 +27,7 @@ class RouterConfig:
     budget: int = 500  # at most this many facts handed to the reasoner
     instructions: bool = True  # per-hop attention over the question's tokens (False: one pooled vector)
     path_weight: float = 1.0  # weight of the gold relation-path loss, where the data gives the path
+    context: bool = True  # a trainable BiGRU over the question's tokens before the hop attention
 
 
 @dataclass
@@ -69,7 +70,7 @@ class RelationRouter(nn.Module):
         self.rel = nn.Linear(c.text_dim + 1, c.hidden)
         self.query: nn.Module
         if c.instructions:
-            self.query = HopInstructions(c.text_dim, c.hidden, c.max_hops, c.dropout)
+            self.query = HopInstructions(c.text_dim, c.hidden, c.max_hops, c.dropout, c.context)
         else:
             self.query = nn.Sequential(nn.Linear(c.text_dim * (1 + c.segments), c.hidden), nn.GELU(),
                                        nn.Dropout(c.dropout), nn.Linear(c.hidden, c.hidden * c.max_hops))
