@@ -17,7 +17,15 @@ from factloom.model.features import (
 from factloom.model.flow import RelationFlowConv
 from factloom.model.pipeline import LearnedPipeline, load_model, save_model
 from factloom.model.precision import PrecisionPolicy
-from factloom.model.reasoner import HopInstructions, PathReasoner, ReasonerConfig, relation_path_loss
+from factloom.model.reasoner import (
+    HopInstructions,
+    PathReasoner,
+    ReasonerConfig,
+    ReasonerOutput,
+    decode_answers,
+    lexical_match,
+    relation_path_loss,
+)
 from factloom.model.router import RelationRouter, RouterConfig
 from factloom.model.train._common import fit
 
@@ -199,3 +207,33 @@ def test_precision_falls_back_to_fp32(trained: tuple, samples: list) -> None:  #
     assert forced.policy.chosen == {"router": "fp32", "reasoner": "fp32"}
     assert forced.policy.checks["reasoner"]["passed"] is False
     assert results[0].answers[0].entity_id == IDS["york"]
+
+
+def test_paths_may_go_round_a_self_loop(embedder: Embedder) -> None:
+    # PathQuestion-L: "the tracks of the tracks of [Believe]" is Believe, round "Believe tracks Believe" twice
+    ids = {"believe": "e-believe", "cher": "e-cher"}
+    edges = [Edge("loop", ids["believe"], ids["believe"], "tracks"), Edge("art", ids["believe"], ids["cher"], "artist")]
+    g = Subgraph(seeds=[Seed(ids["believe"], "believe", 1.0, "exact")], names={v: k for k, v in ids.items()},
+                 edges=edges)
+    qvec, qtok = question_inputs(embedder, "what is the tracks of tracks of [believe]", ["believe"])
+    c = collate([make_sample("q", qvec, g, [ids["believe"]], qtok=qtok)], RelationFeatures(embedder.encode))
+    tracks = torch.tensor([c.keys[int(t)][0] == "tracks" for t in c.batch.edge_type], dtype=torch.float)
+    weights = tracks[:, None].repeat(1, 3)  # (E, T): every hop reads "tracks"
+    conv, x, hops = RelationFlowConv(), c.batch.seed.float(), []
+    for t in range(3):
+        x = conv(x, c.batch.edge_index, weights[:, t])
+        hops.append(x)
+    out = ReasonerOutput(score=hops[1], weights=weights, hops=hops, stop=torch.tensor([[0.0, 1.0, 0.0]]))
+    top = decode_answers(c, out, top_k=1)[0][0]
+    assert top.entity_id == ids["believe"]
+    assert [[s.fact_id for s in p] for p in top.paths][0] == ["loop", "loop"]
+
+
+def test_lexical_match_finds_the_relation_the_hop_reads() -> None:
+    tok = torch.randn(1, 4, 8)  # (B, L, D)
+    attention = torch.zeros(1, 3, 4)
+    attention[0, torch.arange(3), torch.tensor([2, 0, 3])] = 1.0  # hop t reads token 2, 0, 3
+    rel_feat = torch.cat([tok[0], torch.ones(4, 1)], dim=-1)  # relation r is named like token r
+    sim = lexical_match(attention, tok, rel_feat)
+    assert sim.shape == (1, 3, 4) and sim[0].argmax(-1).tolist() == [2, 0, 3]
+    assert torch.allclose(sim[0, torch.arange(3), torch.tensor([2, 0, 3])], torch.ones(3), atol=1e-5)

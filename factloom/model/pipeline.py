@@ -33,6 +33,7 @@ def load_model(path: Path) -> RelationRouter | PathReasoner:
     blob["config"].setdefault("segments", 0)  # artefacts from before question segments
     blob["config"].setdefault("instructions", False)  # artefacts from before per-hop instructions
     blob["config"].setdefault("context", False)  # artefacts from before the token GRU
+    blob["config"].setdefault("lexical", False)  # artefacts from before the lexical match
     if blob["kind"] == "router":
         model = RelationRouter(RouterConfig(**blob["config"]))
     else:

@@ -14,7 +14,7 @@ from factloom.model.flow import RelationFlowConv
 from factloom.model.pathrank import Answer, PathStep
 
 __all__ = ["ReasonerConfig", "PathReasoner", "ReasonerOutput", "decode_answers", "relation_attention",
-           "HopInstructions", "masked_relation_logits", "relation_path_loss", "hop_count_loss"]
+           "HopInstructions", "masked_relation_logits", "relation_path_loss", "hop_count_loss", "lexical_match"]
 
 
 def masked_relation_logits(per_rel: Tensor, eb: Tensor, edge_type: Tensor) -> Tensor:
@@ -34,6 +34,19 @@ def relation_attention(per_rel: Tensor, eb: Tensor, edge_type: Tensor) -> Tensor
     """
     probs = torch.softmax(masked_relation_logits(per_rel, eb, edge_type), dim=-1).nan_to_num(0.0)  # (B, T, R)
     return probs[eb, :, edge_type]  # (E, T)
+
+
+def lexical_match(attention: Tensor, qtok: Tensor, rel_feat: Tensor) -> Tensor:
+    """Cosine, in the frozen sentence-model space, between the question words each hop reads and
+    each relation's name: a relation never seen in training is still found when the question names
+    it ("… 's album_content_type"), since neither side passes through trained weights.
+
+    Shapes: **attention** ``(B, T, L)``; **qtok** ``(B, L, D)``; **rel_feat** ``(R, D + 1)``;
+    **output** ``(B, T, R)``.
+    """
+    read = nn.functional.normalize(torch.einsum("btl,bld->btd", attention.float(), qtok.float()), dim=-1)
+    names = nn.functional.normalize(rel_feat[:, :-1].float(), dim=-1)  # (R, D)
+    return torch.einsum("btd,rd->btr", read, names)
 
 
 def relation_path_loss(logits: Tensor, gold: Tensor) -> Tensor:
@@ -128,6 +141,7 @@ class ReasonerConfig:
     instructions: bool = True  # per-hop attention over the question's tokens (False: one pooled vector)
     path_weight: float = 1.0  # weight of the gold relation-path loss, where the data gives the path
     context: bool = True  # a trainable BiGRU over the question's tokens before the hop attention
+    lexical: bool = True  # add a learned multiple of lexical_match to each hop's relation scores
 
 
 @dataclass
@@ -181,6 +195,7 @@ class PathReasoner(nn.Module):
         # scaled dot products keep the relation softmax from saturating early (a one-hot on a wrong
         # relation has no gradient); artefacts from before instructions were trained unscaled
         self._scale = c.hidden ** -0.5 if c.instructions else 1.0
+        self.lexical = nn.Parameter(torch.tensor(5.0)) if c.lexical and c.instructions else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -205,6 +220,8 @@ class PathReasoner(nn.Module):
         else:
             queries = self.query(qvec).view(n_graphs, cfg.max_hops, cfg.hidden)  # (B, T, H)
         per_rel = torch.einsum("bth,rh->btr", queries, rel) * self._scale  # (B, T, R)
+        if self.lexical is not None and attention is not None:
+            per_rel = per_rel + self.lexical * lexical_match(attention, c.qtok, c.rel_feat)  # (B, T, R)
         eb = edge_batch(c)  # (E,)
         logits = masked_relation_logits(per_rel.float(), eb, b.edge_type)  # (B, T, R)
         probs = torch.softmax(logits, dim=-1).nan_to_num(0.0)  # (B, T, R)
@@ -270,6 +287,11 @@ def decode_answers(c: Collated, out: ReasonerOutput, *, top_k: int, paths_per_an
             t_best = max(range(len(hops)),
                          key=lambda t: float(stop[i, t] * hops[t][n0 + v] / max(1e-6, float(hops[t][n0:n1].max()))))
             paths = _backtrack(v, t_best, incoming, ei, weights, hops, n0, seeds, paths_per_answer)
+            if not paths and paths_per_answer:
+                # the flow walks, it does not keep to simple paths: "the tracks of the tracks of
+                # Believe" goes round the self-loop "Believe tracks Believe" twice
+                paths = _backtrack(v, t_best, incoming, ei, weights, hops, n0, seeds, paths_per_answer,
+                                   distinct=False)
             steps = []
             for path in paths:
                 steps.append([_step(s, (e - e0) // 2) for e in path])
@@ -287,8 +309,9 @@ def _step(s: object, fact: int) -> PathStep:
 
 
 def _backtrack(v: int, t: int, incoming: dict[int, list[int]], ei: Tensor, weights: Tensor,
-               hops: list[Tensor], n0: int, seeds: set[int], limit: int) -> list[list[int]]:
-    """Up to ``limit`` edge paths of ``t + 1`` hops from a seed to ``v``, strongest first."""
+               hops: list[Tensor], n0: int, seeds: set[int], limit: int, distinct: bool = True) -> list[list[int]]:
+    """Up to ``limit`` edge paths of ``t + 1`` hops from a seed to ``v``, strongest first; with
+    ``distinct`` each fact at most once."""
     if t == 0:
         first = [(float(weights[e, 0]), e) for e in incoming.get(v, []) if int(ei[0, e]) - n0 in seeds]
         return [[e] for _, e in sorted(first, reverse=True)[:limit]]
@@ -300,9 +323,9 @@ def _backtrack(v: int, t: int, incoming: dict[int, list[int]], ei: Tensor, weigh
             cands.append((contribution, e, u))
     out: list[list[int]] = []
     for _, e, u in sorted(cands, reverse=True):
-        for prefix in _backtrack(u, t - 1, incoming, ei, weights, hops, n0, seeds, limit - len(out)):
-            # a path uses each fact once; it may end where it started (the answer is the seed)
-            if e // 2 not in {x // 2 for x in prefix}:
+        for prefix in _backtrack(u, t - 1, incoming, ei, weights, hops, n0, seeds, limit - len(out), distinct):
+            # a path uses each fact once (unless not distinct); it may end where it started (the answer is the seed)
+            if not distinct or e // 2 not in {x // 2 for x in prefix}:
                 out.append(prefix + [e])
         if len(out) >= limit:
             break

@@ -11,7 +11,13 @@ from torch import Tensor, nn
 from factloom.graph.types import Subgraph
 from factloom.model.features import Collated, edge_batch
 from factloom.model.flow import RelationFlowConv
-from factloom.model.reasoner import HopInstructions, hop_count_loss, masked_relation_logits, relation_path_loss
+from factloom.model.reasoner import (
+    HopInstructions,
+    hop_count_loss,
+    lexical_match,
+    masked_relation_logits,
+    relation_path_loss,
+)
 
 __all__ = ["RouterConfig", "RelationRouter", "RouterOutput", "select_subgraphs"]
 
@@ -28,6 +34,7 @@ class RouterConfig:
     instructions: bool = True  # per-hop attention over the question's tokens (False: one pooled vector)
     path_weight: float = 1.0  # weight of the gold relation-path loss, where the data gives the path
     context: bool = True  # a trainable BiGRU over the question's tokens before the hop attention
+    lexical: bool = True  # add a learned multiple of reasoner.lexical_match to each hop's relation scores
 
 
 @dataclass
@@ -82,6 +89,7 @@ class RelationRouter(nn.Module):
         # scaled dot products keep the relation softmax from saturating early (a one-hot on a wrong
         # relation has no gradient); artefacts from before instructions were trained unscaled
         self._scale = c.hidden ** -0.5 if c.instructions else 1.0
+        self.lexical = nn.Parameter(torch.tensor(5.0)) if c.lexical and c.instructions else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -100,10 +108,12 @@ class RelationRouter(nn.Module):
         cfg = self.config
         qvec = c.qvec[:, : cfg.text_dim * (1 + cfg.segments)]  # (B, (1 + S) D)
         if cfg.instructions:
-            query, _ = self.query(c.qvec[:, : cfg.text_dim], c.qtok, c.qmask)  # (B, T, H)
+            query, attention = self.query(c.qvec[:, : cfg.text_dim], c.qtok, c.qmask)  # (B, T, H), (B, T, L)
         else:
             query = self.query(qvec).view(-1, cfg.max_hops, cfg.hidden)  # (B, T, H)
         per_rel = torch.einsum("bth,rh->btr", query, rel) * self._scale  # (B, T, R)
+        if self.lexical is not None:
+            per_rel = per_rel + self.lexical * lexical_match(attention, c.qtok, c.rel_feat)  # (B, T, R)
         eb = edge_batch(c)
         logits = masked_relation_logits(per_rel.float(), eb, b.edge_type)  # (B, T, R)
         hop_weight = torch.softmax(logits, dim=-1).nan_to_num(0.0)[eb, :, b.edge_type]  # (E, T)
