@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, func
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 __all__ = [
@@ -169,3 +169,6 @@ class UserAccount(Base):
 # the admin review queue pages through one status at a time by age or by probability (keyset order)
 Index("ix_submission_status_created", FactSubmission.status, FactSubmission.created_at, FactSubmission.id)
 Index("ix_submission_status_probability", FactSubmission.status, FactSubmission.probability, FactSubmission.id)
+# text evidence looks up stored evidence about a claim's entities by case-folded name (ledger.evidence.stored_texts)
+Index("ix_submission_kb_subject_lower", FactSubmission.kb, func.lower(FactSubmission.subject))
+Index("ix_submission_kb_object_lower", FactSubmission.kb, func.lower(FactSubmission.object))
