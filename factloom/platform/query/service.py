@@ -16,7 +16,6 @@ from factloom.graph.linking import bracketed_mentions, link_entities
 from factloom.graph.retrieval import k_hop_subgraph
 from factloom.graph.types import Subgraph
 from factloom.model.embedder import Embedder
-from factloom.model.features import make_sample, question_inputs
 from factloom.model.pathrank import Answer, PathRankReasoner
 from factloom.model.verbaliser import Verbaliser
 from factloom.platform.errors import BadRequest, Conflict, Unavailable
@@ -83,8 +82,7 @@ def answer(
     routed: Subgraph = graph
     answers: list[Answer]
     if loaded is not None and engine is not None:
-        qvec, qtok = question_inputs(embedder, question, [s.name for s in seeds])
-        result = engine.run(loaded, make_sample(question, qvec, graph, qtok=qtok), top_k=top_k, max_hops=hops)
+        result = engine.run(loaded, question, [s.name for s in seeds], graph, top_k=top_k, max_hops=hops)
         answers, routed = result.answers, result.routed
         versions.precision = dict(loaded.pipeline.policy.chosen)
     else:
