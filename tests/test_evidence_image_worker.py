@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -17,25 +16,20 @@ import pytest
 from factloom.ledger import Database
 from factloom.platform.process import Service
 from tests.test_check_images import fact, png
+from tests.test_check_train import checked
 from tests.test_platform import submission_ids
 from tests.test_verify_image import tiny_clip  # noqa: F401  (the fixture: a tiny random CLIP on disk)
 
 pytestmark = pytest.mark.integration
 
 
-def checked(api: httpx.Client, db: Database, kb: str, data: bytes, timeout: float = 120.0) -> dict[str, Any]:
+def checked_image(api: httpx.Client, db: Database, kb: str, data: bytes) -> dict[str, Any]:
     """Post one fact with ``data`` as its image and wait until the worker has judged it, whatever the verdict."""
     image = {"content_type": "image/png", "data": base64.b64encode(data).decode()}
     response = api.post("/v1/facts", json={"kb": kb, "facts": [fact(image)]})
     assert response.status_code == 202, response.text
     (sid,) = submission_ids(db, response.json()["batch_id"])
-    deadline = time.monotonic() + timeout
-    while True:
-        item: dict[str, Any] = api.get(f"/v1/facts/{sid}").json()
-        if item["status"] not in ("pending", "checking"):
-            return item
-        assert time.monotonic() < deadline, f"submission {sid} still {item['status']}"
-        time.sleep(0.3)
+    return checked(api, sid, timeout=120.0)
 
 
 def test_the_worker_scores_an_uploaded_image_with_a_configured_clip(
@@ -44,7 +38,7 @@ def test_the_worker_scores_an_uploaded_image_with_a_configured_clip(
 ) -> None:
     data = png((10, 200, 10))
     with worker_with(image_model_path=str(tiny_clip)):
-        item = checked(api, db, "ev-img-worker", data)
+        item = checked_image(api, db, "ev-img-worker", data)
     image = next(c for c in item["checks"] if c["verifier"] == "image_evidence")
     assert image["probability"] is not None and 0.0 <= image["probability"] <= 1.0
     assert image["model_version"] == f"clip:{tiny_clip.name}"
@@ -56,6 +50,6 @@ def test_the_worker_scores_an_uploaded_image_with_a_configured_clip(
     assert fusion["probability"] <= image["probability"]  # the min rule: the image's doubt counts
 
     # the session's own worker (no image model) is back
-    item = checked(api, db, "ev-img-worker-after", png((10, 10, 200)))
+    item = checked_image(api, db, "ev-img-worker-after", png((10, 10, 200)))
     image = next(c for c in item["checks"] if c["verifier"] == "image_evidence")
     assert image["probability"] is None and image["explanation"] == "no image model configured"
