@@ -11,6 +11,7 @@ from factloom.model.features import (
     SEGMENTS,
     RelationFeatures,
     collate,
+    edge_batch,
     make_sample,
         question_inputs,
 )
@@ -237,3 +238,25 @@ def test_lexical_match_finds_the_relation_the_hop_reads() -> None:
     sim = lexical_match(attention, tok, rel_feat)
     assert sim.shape == (1, 3, 4) and sim[0].argmax(-1).tolist() == [2, 0, 3]
     assert torch.allclose(sim[0, torch.arange(3), torch.tensor([2, 0, 3])], torch.ones(3), atol=1e-5)
+
+
+def test_router_keeps_each_hops_runner_up(samples: list, embedder: Embedder) -> None:  # type: ignore[type-arg]
+    torch.manual_seed(0)
+    c = collate(samples[:2], RelationFeatures(embedder.encode))
+    plain = RelationRouter(RouterConfig(hidden=32, top_k=0)).eval()
+    ranked = RelationRouter(RouterConfig(hidden=32, top_k=2)).eval()
+    ranked.load_state_dict(plain.state_dict())
+    with torch.no_grad():
+        for m in (plain, ranked):  # a saturated relation softmax
+            m._scale = 1e4
+            m.lexical.fill_(0.0)  # type: ignore[union-attr]
+        a, b = plain(c), ranked(c)
+    assert a.logits is not None
+    order = a.logits.argsort(dim=-1, descending=True)  # (B, T, R)
+    firsts = set(order[0, :, 0].tolist())
+    runner_up = int(order[0, 0, 1])  # hop 1's second relation, first at no hop
+    assert runner_up not in firsts
+    edges = (edge_batch(c) == 0) & (c.batch.edge_type == runner_up)
+    assert bool(edges.any())
+    assert float(a.edge[edges].max()) < 0.02 <= float(b.edge[edges].min())
+    assert torch.all(b.edge >= a.edge)

@@ -35,6 +35,8 @@ def load_model(path: Path) -> RelationRouter | PathReasoner:
     blob["config"].setdefault("context", False)  # artefacts from before the token GRU
     blob["config"].setdefault("lexical", False)  # artefacts from before the lexical match
     if blob["kind"] == "router":
+        blob["config"].setdefault("top_k", 0)  # routers from before top-k routing: threshold only
+    if blob["kind"] == "router":
         model = RelationRouter(RouterConfig(**blob["config"]))
     else:
         model = PathReasoner(ReasonerConfig(**blob["config"]))

@@ -35,6 +35,9 @@ class RouterConfig:
     path_weight: float = 1.0  # weight of the gold relation-path loss, where the data gives the path
     context: bool = True  # a trainable BiGRU over the question's tokens before the hop attention
     lexical: bool = True  # add a learned multiple of reasoner.lexical_match to each hop's relation scores
+    # the relations of each hop's top ``top_k`` kept whatever their attention (0: threshold only): a
+    # trained softmax saturates, its runner-up at ~1e-6 where no threshold reaches it
+    top_k: int = 2
 
 
 @dataclass
@@ -129,6 +132,11 @@ class RelationRouter(nn.Module):
             # hop t counts as much as the question asks for t hops or more
             needed = stop.flip(-1).cumsum(-1).flip(-1)[b.edge_index[0]]  # (E, T)
             hop_weight = hop_weight * needed
+            if cfg.top_k:
+                top = logits.topk(min(cfg.top_k, logits.shape[-1]), dim=-1).indices  # (B, T, k)
+                # a relation the sample's graph lacks is -inf and never kept
+                ranked = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, top, True) & logits.isfinite()
+                hop_weight = torch.maximum(hop_weight, ranked[eb, :, b.edge_type].float() * needed)  # (E, T)
         return RouterOutput(edge=hop_weight.max(dim=-1).values, node=reach, logits=logits, stop=hops)
 
     def loss(self, c: Collated, out: RouterOutput) -> Tensor:
