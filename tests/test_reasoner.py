@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -153,22 +155,23 @@ def test_gold_relations_and_path_loss(embedder: Embedder) -> None:
     assert model.query.step[0].weight.grad is not None  # type: ignore[index]
 
 
+def saved_without(model: torch.nn.Module, key: str, path: Path) -> torch.nn.Module:
+    """``model`` saved as an artefact from before config ``key`` existed, then loaded back."""
+    save_model(model, path)
+    blob = torch.load(path, weights_only=False)
+    del blob["config"][key]
+    torch.save(blob, path)
+    return load_model(path)
+
+
 def test_pooled_question_still_loads(samples: list, embedder: Embedder, tmp_path) -> None:  # type: ignore[no-untyped-def,type-arg]
     # artefacts trained before per-hop instructions read one pooled vector; they still load and run
-    old = PathReasoner(ReasonerConfig(hidden=32, instructions=False))
-    save_model(old, tmp_path / "old.pt")
-    blob = torch.load(tmp_path / "old.pt", weights_only=False)
-    del blob["config"]["instructions"]
-    torch.save(blob, tmp_path / "old.pt")
-    loaded = load_model(tmp_path / "old.pt")
+    loaded = saved_without(PathReasoner(ReasonerConfig(hidden=32, instructions=False)), "instructions",
+                           tmp_path / "old.pt")
     assert isinstance(loaded, PathReasoner) and loaded.config.instructions is False
     # artefacts trained before the token GRU load without it
-    before = PathReasoner(ReasonerConfig(hidden=32, context=False))
-    save_model(before, tmp_path / "before.pt")
-    blob = torch.load(tmp_path / "before.pt", weights_only=False)
-    del blob["config"]["context"]
-    torch.save(blob, tmp_path / "before.pt")
-    reloaded = load_model(tmp_path / "before.pt")
+    reloaded = saved_without(PathReasoner(ReasonerConfig(hidden=32, context=False)), "context",
+                             tmp_path / "before.pt")
     assert reloaded.config.context is False and reloaded.query.context is None  # type: ignore[union-attr]
     c = collate(samples[:2], RelationFeatures(embedder.encode))
     assert loaded(c).score.shape == (c.batch.num_nodes,)
