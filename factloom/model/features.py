@@ -21,7 +21,7 @@ from torch_geometric.data import Batch, Data
 from factloom.graph.types import Edge, Subgraph
 
 __all__ = ["RelationKey", "Sample", "RelationFeatures", "humanise", "make_sample", "collate", "Collated",
-           "question_features", "question_inputs", "weak_relations", "path_reaches", "SEGMENTS"]
+           "question_features", "question_inputs", "questions_inputs", "weak_relations", "path_reaches", "SEGMENTS"]
 
 # possessive segments encoded beside the whole question ("X 's spouse 's father 's birthplace");
 # off: on PQ-3H (1000 training questions) dev hits@1 fell from 0.78 to 0.72 with 4 of them
@@ -74,9 +74,15 @@ def question_inputs(embedder: Any, question: str,
     """The question's relation words (entity mentions removed): sentence embedding ``(D,)`` and
     token embeddings ``(L, D)`` from one encoder call. The reasoner attends over the tokens once
     per hop, so "the mother's children" and "the children's mother" give different hop orders."""
+    return questions_inputs(embedder, [question], [mentions])[0]
+
+
+def questions_inputs(embedder: Any, questions: Sequence[str], mentions: Sequence[Sequence[str]],
+                     ) -> list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]]:
+    """:func:`question_inputs` of many questions in one encoder call (the query batcher's batch)."""
     from factloom.graph.linking import strip_mentions
 
-    return embedder.encode_with_tokens([strip_mentions(question, mentions) or question])[0]
+    return embedder.encode_with_tokens([strip_mentions(q, m) or q for q, m in zip(questions, mentions, strict=True)])
 
 
 def path_reaches(s: Sample, relations: Sequence[RelationKey]) -> bool:

@@ -12,13 +12,12 @@ from dataclasses import dataclass
 from sqlalchemy import select
 
 from factloom.config import Settings
-from factloom.graph.linking import strip_mentions
 from factloom.graph.types import Subgraph
 from factloom.ledger import Database
 from factloom.ledger.tables import ModelVersion
 from factloom.model.batching import DynamicBatcher
 from factloom.model.embedder import Embedder, resolve_device
-from factloom.model.features import RelationFeatures, make_sample
+from factloom.model.features import RelationFeatures, make_sample, questions_inputs
 from factloom.model.pipeline import LearnedPipeline, Result, load_model
 from factloom.model.precision import PrecisionPolicy
 from factloom.model.reasoner import PathReasoner
@@ -116,10 +115,8 @@ class QueryEngine:
         return self.batcher.submit(_Job(loaded, question, list(mentions), graph, top_k, max_hops))
 
     def _run_batch(self, jobs: Sequence[_Job]) -> list[Result]:
-        # the batch's questions share one sentence-model pass (8 questions: ~3x cheaper than one by one);
-        # each reads its relation words, the entity mentions removed (as features.question_inputs does)
-        encoded = self.embedder.encode_with_tokens([strip_mentions(j.question, j.mentions) or j.question
-                                                    for j in jobs])
+        # the batch's questions share one sentence-model pass (8 questions: ~3x cheaper than one by one)
+        encoded = questions_inputs(self.embedder, [j.question for j in jobs], [j.mentions for j in jobs])
         samples = [make_sample(j.question, qvec, j.graph, qtok=qtok) for j, (qvec, qtok) in zip(jobs, encoded,
                                                                                                strict=True)]
         results: dict[int, Result] = {}
