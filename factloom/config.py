@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -88,6 +89,9 @@ class Settings(BaseSettings):
     query_precision: str = "auto"  # auto (bf16/fp16 when its check passes, else fp32) | fp32 | bf16 | fp16
     query_batch_max: int = 16  # most questions one model call serves
     query_batch_window_ms: float = 2.0  # how long the first question waits for others
+    # guided: the learned router picks each hop's relations before the store is asked (k-hop when it
+    # cannot plan); khop: the plain k-hop candidates around the seeds
+    query_retrieval: Literal["guided", "khop"] = "guided"
     # a local causal LM directory (save_pretrained) that words the answer as a sentence; empty: off
     query_verbaliser_path: str = ""
 

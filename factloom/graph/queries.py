@@ -190,6 +190,52 @@ RETURN r.fact_id AS fact_id, r.predicate AS predicate, r.sources AS sources,
        s.id AS source_id, s.name AS source_name, o.id AS target_id, o.name AS target_name
 """
 
+# The relation keys around each question's frontier (``item.q``, ``item.id``): what one hop of
+# router-guided retrieval may choose from; ``forward`` is true where the frontier entity is the subject
+FRONTIER_RELATIONS = """
+WITH coalesce($as_of, datetime()) AS at
+UNWIND $items AS item
+MATCH (n:Entity {kb: $kb, id: item.id})-[r:FACT]-(m:Entity)
+WHERE r.kb = $kb AND m.kb = $kb
+  AND coalesce(r.status, 'accepted') IN $statuses
+  AND (r.valid_to IS NULL OR r.valid_to > at)
+  AND (r.valid_from IS NULL OR r.valid_from <= at)
+RETURN DISTINCT item.q AS q, r.predicate AS predicate, startNode(r) = n AS forward
+"""
+
+# One hop of router-guided retrieval for many questions at once: each item is a frontier entity of
+# one question (``q``) with the predicates that hop may follow out of it (``fwd``: the entity is the
+# subject) and into it (``inv``: the entity is the object); at most ``item.per_node`` facts each,
+# none of the question's facts fetched at earlier hops (``$seen[q]``)
+GUIDED_HOP = """
+WITH coalesce($as_of, datetime()) AS at
+UNWIND $items AS item
+MATCH (n:Entity {kb: $kb, id: item.id})
+CALL (n, item, at) {
+  MATCH (n)-[r:FACT]-(m:Entity)
+  WHERE r.kb = $kb AND m.kb = $kb
+    AND ((startNode(r) = n AND r.predicate IN item.fwd) OR (endNode(r) = n AND r.predicate IN item.inv))
+    AND NOT r.fact_id IN $seen[item.q]
+    AND coalesce(r.status, 'accepted') IN $statuses
+    AND (r.valid_to IS NULL OR r.valid_to > at)
+    AND (r.valid_from IS NULL OR r.valid_from <= at)
+  RETURN r
+  LIMIT $per_node
+}
+WITH item, collect(r)[..item.per_node] AS rs
+UNWIND rs AS r
+WITH item.q AS q, item.id AS via, r, startNode(r) AS s, endNode(r) AS o
+RETURN q, via, r.fact_id AS fact_id, r.predicate AS predicate, r.sources AS sources,
+       s.id AS source_id, s.name AS source_name, o.id AS target_id, o.name AS target_name
+"""
+
+# the predicates of a kb's current facts (the router plans over them)
+KB_PREDICATES = """
+MATCH ()-[r:FACT]->()
+WHERE r.kb = $kb AND coalesce(r.status, 'accepted') IN $statuses
+RETURN DISTINCT r.predicate AS predicate
+"""
+
 # ---------------------------------------------------------------- reads (admin UI: graph explorer)
 
 # entity search for people: names and aliases through the full-text index (``$text`` escaped, a

@@ -7,20 +7,38 @@ their number explodes long before any ``LIMIT`` applies; per hop, the work is bo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from factloom.graph import queries as q
 from factloom.graph.errors import InvalidGraphInput
 from factloom.graph.store import Neo4jStore, check_kb
 from factloom.graph.types import Edge, Seed, Subgraph
 
-__all__ = ["k_hop_subgraph", "SERVABLE_STATUSES"]
+__all__ = ["k_hop_subgraph", "guided_subgraphs", "kb_predicates", "Choose", "RelationKey", "SERVABLE_STATUSES"]
 
 # facts in any other state (pending, rejected, retracted…) never reach an answer
 SERVABLE_STATUSES: tuple[str, ...] = ("accepted",)
 # the least a frontier node may fetch even when the frontier is wide
 _MIN_PER_NODE = 25
+
+
+RelationKey = tuple[str, bool]  # (predicate, forward: the frontier entity is the subject)
+# (question, hop, the relation keys around that question's frontier) → the keys to follow
+Choose = Callable[[int, int, list[RelationKey]], Sequence[RelationKey]]
+
+
+def _as_of(as_of: datetime | None) -> datetime | None:
+    # Neo4j compares a local datetime with a zoned one as null, which would hide every fact
+    return as_of.replace(tzinfo=UTC) if as_of is not None and as_of.tzinfo is None else as_of
+
+
+def kb_predicates(store: Neo4jStore, kb: str) -> list[str]:
+    """The predicates of ``kb``'s servable facts, sorted."""
+    check_kb(kb)
+    rows = store.run(q.KB_PREDICATES, routing="r", kb=kb, statuses=list(SERVABLE_STATUSES))
+    return sorted(r["predicate"] for r in rows)
 
 
 def k_hop_subgraph(
@@ -37,10 +55,7 @@ def k_hop_subgraph(
     check_kb(kb)
     if hops < 0 or max_edges < 0:
         raise InvalidGraphInput("hops and max_edges must not be negative")
-    if as_of is not None and as_of.tzinfo is None:
-        # Neo4j compares a local datetime with a zoned one as null, which would hide every fact
-        as_of = as_of.replace(tzinfo=UTC)
-
+    as_of = _as_of(as_of)
     graph = Subgraph(seeds=list(seeds), names={s.entity_id: s.name for s in seeds})
     seen: set[str] = set()
     visited: set[str] = set()
@@ -84,3 +99,83 @@ def k_hop_subgraph(
             graph.truncated = True  # a hub gave only its share
         frontier = list(new)
     return graph
+
+
+def guided_subgraphs(
+    store: Neo4jStore, *, kb: str, seeds: Sequence[Sequence[Seed]], choose: Choose, hops: int, max_edges: int,
+    as_of: datetime | None = None,
+) -> list[Subgraph]:
+    """Per question (its ``seeds``), the current facts reached by following at each hop only the
+    relations ``choose`` picks among those around the hop's frontier: two small store round trips
+    per hop (the frontier's relation keys, then the chosen facts) for all the questions together.
+
+    Unlike :func:`k_hop_subgraph` the frontier of the next hop is every entity this hop reached,
+    visited or not ("the actors of the films of X's director" passes back through X), also over
+    facts fetched at an earlier hop (which are not fetched again). ``max_edges`` bounds each question; ``truncated`` says it, or a hub's
+    per-node share, cut the expansion short.
+    """
+    check_kb(kb)
+    if hops < 0 or max_edges < 0:
+        raise InvalidGraphInput("hops and max_edges must not be negative")
+    as_of = _as_of(as_of)
+    statuses = list(SERVABLE_STATUSES)
+    graphs = [Subgraph(seeds=list(s), names={x.entity_id: x.name for x in s}) for s in seeds]
+    seen: list[set[str]] = [set() for _ in seeds]
+    around: list[dict[str, list[tuple[RelationKey, str]]]] = [{} for _ in seeds]  # entity → (key, other end)
+    frontiers = [list(dict.fromkeys(x.entity_id for x in s)) for s in seeds]
+    for hop in range(hops):
+        for i, g in enumerate(graphs):
+            if frontiers[i] and len(g.edges) >= max_edges:
+                g.truncated = True
+                frontiers[i] = []
+        wanted = [{"q": i, "id": node} for i, frontier in enumerate(frontiers) for node in frontier]
+        if not wanted:
+            break
+        present: list[list[RelationKey]] = [[] for _ in seeds]
+        for row in store.run(q.FRONTIER_RELATIONS, routing="r", kb=kb, items=wanted, statuses=statuses, as_of=as_of):
+            present[row["q"]].append((row["predicate"], row["forward"]))
+        items: list[dict[str, Any]] = []
+        per_node = _MIN_PER_NODE
+        reached: list[dict[str, None]] = [{} for _ in seeds]
+        for i, frontier in enumerate(frontiers):
+            follow = choose(i, hop, sorted(set(present[i]))) if frontier and present[i] else []
+            if not follow:
+                continue
+            # the facts fetched at earlier hops are not fetched again, but they still lead on
+            allowed = set(follow)
+            for node in frontier:
+                for key, other in around[i].get(node, ()):
+                    if key in allowed:
+                        reached[i][other] = None
+            share = max(_MIN_PER_NODE, (max_edges - len(graphs[i].edges)) // len(frontier))
+            per_node = max(per_node, share)
+            fwd = sorted({p for p, forward in follow if forward})
+            inv = sorted({p for p, forward in follow if not forward})
+            items += [{"q": i, "id": node, "fwd": fwd, "inv": inv, "per_node": share} for node in frontier]
+        if not items:
+            break
+        rows = store.run(q.GUIDED_HOP, routing="r", kb=kb, items=items, statuses=statuses, as_of=as_of,
+                         per_node=per_node, seen=[sorted(x) for x in seen])
+        fetched: dict[tuple[int, str], int] = {}
+        for row in rows:
+            i, via = row["q"], row["via"]
+            g = graphs[i]
+            fetched[(i, via)] = fetched.get((i, via), 0) + 1
+            reached[i][row["target_id"] if row["source_id"] == via else row["source_id"]] = None
+            if row["fact_id"] in seen[i]:
+                continue  # two frontier entities share it
+            if len(g.edges) >= max_edges:
+                g.truncated = True
+                continue
+            seen[i].add(row["fact_id"])
+            around[i].setdefault(row["source_id"], []).append(((row["predicate"], True), row["target_id"]))
+            around[i].setdefault(row["target_id"], []).append(((row["predicate"], False), row["source_id"]))
+            g.edges.append(Edge(fact_id=row["fact_id"], source_id=row["source_id"], target_id=row["target_id"],
+                                predicate=row["predicate"], sources=tuple(row["sources"] or ())))
+            g.names.setdefault(row["source_id"], row["source_name"])
+            g.names.setdefault(row["target_id"], row["target_name"])
+        for item in items:
+            if fetched.get((item["q"], item["id"]), 0) >= item["per_node"]:
+                graphs[item["q"]].truncated = True  # a hub gave only its share
+        frontiers = [list(r) for r in reached]
+    return graphs

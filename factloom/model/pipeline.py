@@ -7,14 +7,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import torch
 
 from factloom.graph.types import Subgraph
-from factloom.model.features import RelationFeatures, Sample, collate, make_sample
+from factloom.model.features import RelationFeatures, RelationKey, Sample, collate, make_sample, question_tensors
 from factloom.model.pathrank import Answer
 from factloom.model.precision import PrecisionPolicy
 from factloom.model.reasoner import PathReasoner, ReasonerConfig, decode_answers
-from factloom.model.router import RelationRouter, RouterConfig, select_subgraphs
+from factloom.model.router import RelationPlan, RelationRouter, RouterConfig, select_subgraphs
 
 __all__ = ["LearnedPipeline", "Result", "save_model", "load_model"]
 
@@ -85,6 +87,26 @@ class LearnedPipeline:
 
         self.policy.calibrate("reasoner", run_reasoner)
         self._calibrated = True
+
+    @property
+    def can_plan(self) -> bool:
+        """Whether the router can choose each hop's relations before retrieval (:meth:`plan`)."""
+        return self.router is not None and self.router.can_plan
+
+    @torch.no_grad()
+    def plan(self, qvecs: Sequence[npt.NDArray[np.float32]], qtoks: Sequence[npt.NDArray[np.float32] | None],
+             predicates: Sequence[str], *, max_hops: int, keep: int = 5, mass: float = 0.99) -> RelationPlan:
+        """The router's per-hop relation scores over the kb's ``predicates`` (both directions) from
+        the questions alone, in fp32 (a few questions, one small matrix); retrieval then follows
+        each hop's chosen relations (:meth:`~factloom.model.router.RelationPlan.choose`)."""
+        assert self.router is not None
+        keys: list[RelationKey] = [(p, forward) for p in predicates for forward in (True, False)]
+        qvec, qtok, qmask = question_tensors(qvecs, qtoks)
+        if not keys:
+            return RelationPlan([], torch.zeros(len(qvecs), max_hops, 0), [max_hops] * len(qvecs), keep, mass)
+        return self.router.plan(qvec.to(self.device), qtok.to(self.device), qmask.to(self.device),
+                                self.features.matrix(keys).to(self.device), keys, keep=keep, mass=mass,
+                                max_hops=max_hops)
 
     @torch.no_grad()
     def run(self, samples: Sequence[Sample], *, top_k: int, max_hops: int) -> list[Result]:

@@ -3,13 +3,14 @@ the small connected subgraph, within a budget, that the reasoner reads."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import torch
 from torch import Tensor, nn
 
 from factloom.graph.types import Subgraph
-from factloom.model.features import Collated, edge_batch
+from factloom.model.features import Collated, RelationKey, edge_batch
 from factloom.model.flow import RelationFlowConv
 from factloom.model.reasoner import (
     HopInstructions,
@@ -19,7 +20,7 @@ from factloom.model.reasoner import (
     relation_path_loss,
 )
 
-__all__ = ["RouterConfig", "RelationRouter", "RouterOutput", "select_subgraphs"]
+__all__ = ["RouterConfig", "RelationRouter", "RouterOutput", "RelationPlan", "select_subgraphs"]
 
 
 @dataclass
@@ -46,6 +47,41 @@ class RouterOutput:
     node: Tensor  # (N,) relevance of each node: how strongly the seeds reach it
     logits: Tensor | None = None  # (B, T, R) relation scores per hop, absent relations -inf
     stop: Tensor | None = None  # (B, T) how many hops the question asks for
+
+
+@dataclass
+class RelationPlan:
+    """A batch of questions read by the router before retrieval: each hop's relation scores over a
+    vocabulary of relation keys, and how many hops each question asks for.
+
+    :meth:`choose` picks, among the relations the store says the hop's frontier actually has, the
+    strongest under a softmax over those alone (the training-time softmax is also over the
+    relations present) until they hold ``mass`` of it, at most ``keep``. A relation outside the
+    vocabulary (a predicate newer than it) is always followed.
+    """
+
+    keys: list[RelationKey]
+    logits: Tensor  # (B, T, R)
+    depth: list[int]  # per question, the hops worth expanding
+    keep: int
+    mass: float
+
+    def __post_init__(self) -> None:
+        self._index = {k: r for r, k in enumerate(self.keys)}
+
+    def choose(self, question: int, hop: int, present: Sequence[RelationKey]) -> list[RelationKey]:
+        if hop >= self.depth[question]:
+            return []
+        known = [k for k in present if k in self._index]
+        chosen = [k for k in present if k not in self._index]
+        if known:
+            probs = torch.softmax(self.logits[question, hop, [self._index[k] for k in known]], dim=-1)
+            ranked = probs.argsort(descending=True).tolist()[: self.keep]
+            mass = probs[ranked].cumsum(0)
+            # the strongest relations until they hold ``mass`` of the hop's attention
+            enough = int((mass < self.mass).sum()) + 1
+            chosen += [known[r] for r in ranked[:enough]]
+        return chosen
 
 
 class RelationRouter(nn.Module):
@@ -105,25 +141,52 @@ class RelationRouter(nn.Module):
         return (f"{type(self).__name__}(hidden={c.hidden}, max_hops={c.max_hops}, "
                 f"threshold={c.threshold}, budget={c.budget})")
 
-    def forward(self, c: Collated) -> RouterOutput:
-        b = c.batch
-        rel = self.rel(c.rel_feat)  # (R, H)
+    def relation_scores(self, qvec: Tensor, qtok: Tensor, qmask: Tensor,
+                        rel_feat: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Each hop's score of each relation ``(B, T, R)`` (no graph needed) and the hop-count
+        distribution ``(B, T)`` (``None`` for artefacts without per-hop instructions)."""
         cfg = self.config
-        qvec = c.qvec[:, : cfg.text_dim * (1 + cfg.segments)]  # (B, (1 + S) D)
+        rel = self.rel(rel_feat)  # (R, H)
         if cfg.instructions:
-            query, attention = self.query(c.qvec[:, : cfg.text_dim], c.qtok, c.qmask)  # (B, T, H), (B, T, L)
+            query, attention = self.query(qvec[:, : cfg.text_dim], qtok, qmask)  # (B, T, H), (B, T, L)
         else:
-            query = self.query(qvec).view(-1, cfg.max_hops, cfg.hidden)  # (B, T, H)
+            query = self.query(qvec[:, : cfg.text_dim * (1 + cfg.segments)]).view(-1, cfg.max_hops, cfg.hidden)
         per_rel = torch.einsum("bth,rh->btr", query, rel) * self._scale  # (B, T, R)
         if self.lexical is not None:
-            per_rel = per_rel + self.lexical * lexical_match(attention, c.qtok, c.rel_feat)  # (B, T, R)
+            per_rel = per_rel + self.lexical * lexical_match(attention, qtok, rel_feat)  # (B, T, R)
+        hops = torch.softmax(self.stop(qvec[:, : cfg.text_dim]).float(), dim=-1) if cfg.instructions else None
+        return per_rel.float(), hops
+
+    @property
+    def can_plan(self) -> bool:
+        """Whether :meth:`plan` can say how many hops a question asks for (per-hop instructions)."""
+        return self.config.instructions
+
+    def plan(self, qvec: Tensor, qtok: Tensor, qmask: Tensor, rel_feat: Tensor, keys: Sequence[RelationKey],
+             *, keep: int, mass: float, max_hops: int, min_hop_mass: float = 0.01) -> RelationPlan:
+        """Before any retrieval: each hop's relation scores over the kb's relation vocabulary
+        ``keys`` (``rel_feat`` their features) and how many hops each question asks for with
+        probability ``min_hop_mass`` or more (at most ``max_hops``); see :class:`RelationPlan`.
+
+        Shapes: **qvec** ``(B, D)``; **qtok** ``(B, L, D)``; **qmask** ``(B, L)``; **rel_feat** ``(R, D + 1)``.
+        """
+        if not self.can_plan:
+            raise ValueError("this router was trained without per-hop instructions and cannot plan")
+        per_rel, hops = self.relation_scores(qvec, qtok, qmask, rel_feat)
+        assert hops is not None
+        needed = hops.flip(-1).cumsum(-1).flip(-1)  # (B, T): P(the question asks for t + 1 hops or more)
+        depth = [max(1, min(max_hops, int((needed[i] >= min_hop_mass).sum()))) for i in range(needed.shape[0])]
+        return RelationPlan(list(keys), per_rel.detach().float().cpu(), depth, keep, mass)
+
+    def forward(self, c: Collated) -> RouterOutput:
+        b = c.batch
+        cfg = self.config
+        per_rel, hops = self.relation_scores(c.qvec, c.qtok, c.qmask, c.rel_feat)  # (B, T, R), (B, T)
         eb = edge_batch(c)
-        logits = masked_relation_logits(per_rel.float(), eb, b.edge_type)  # (B, T, R)
+        logits = masked_relation_logits(per_rel, eb, b.edge_type)  # (B, T, R)
         hop_weight = torch.softmax(logits, dim=-1).nan_to_num(0.0)[eb, :, b.edge_type]  # (E, T)
         x = b.seed.float()
         reach = torch.zeros_like(x)
-        hops = torch.softmax(self.stop(c.qvec[:, : cfg.text_dim]).float(), dim=-1) \
-            if cfg.instructions else None  # (B, T)
         stop = hops[b.batch] if hops is not None else None  # (N, T)
         for t in range(cfg.max_hops):
             x = self.conv(x, b.edge_index, hop_weight[:, t])

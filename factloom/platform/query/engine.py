@@ -1,5 +1,11 @@
 """The learned query path of one API process: the active router / reasoner per kb, loaded from the
-model registry by version, and one dynamic batcher that every request thread shares."""
+model registry by version, and one dynamic batcher that every request thread shares.
+
+A batch runs retrieval and the models together: the questions are encoded in one sentence-model
+pass, the router plans each question's relations per hop from the question alone, the store is
+asked once per hop for all the batch's questions along those relations only, and router and
+reasoner read the result. Routers that cannot plan, and questions whose planned relations lead
+nowhere, get the plain k-hop candidates."""
 
 from __future__ import annotations
 
@@ -8,11 +14,15 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select
 
 from factloom.config import Settings
-from factloom.graph.types import Subgraph
+from factloom.graph import Neo4jStore
+from factloom.graph.retrieval import guided_subgraphs, k_hop_subgraph, kb_predicates
+from factloom.graph.store import check_kb
+from factloom.graph.types import Seed, Subgraph
 from factloom.ledger import Database
 from factloom.ledger.tables import ModelVersion
 from factloom.model.batching import DynamicBatcher
@@ -24,11 +34,13 @@ from factloom.model.reasoner import PathReasoner
 from factloom.model.router import RelationRouter
 from factloom.model.verbaliser import Verbaliser
 
-__all__ = ["QueryEngine", "get_engine", "get_verbaliser", "Loaded"]
+__all__ = ["QueryEngine", "get_engine", "get_verbaliser", "Loaded", "Answered"]
 
 log = logging.getLogger(__name__)
 # how long a registry lookup is trusted: a promoted version serves within this many seconds
 _REGISTRY_TTL_S = 5.0
+# how long a kb's predicate list (the router's planning vocabulary) is trusted
+_PREDICATES_TTL_S = 30.0
 
 
 @dataclass
@@ -39,13 +51,23 @@ class Loaded:
 
 
 @dataclass
+class Answered:
+    result: Result
+    candidates: Subgraph  # what retrieval returned (router-guided, or k-hop)
+    retrieve_ms: float  # the batch's retrieval time
+
+
+@dataclass
 class _Job:
     loaded: Loaded
     question: str
-    mentions: list[str]
-    graph: Subgraph
-    top_k: int
+    seeds: list[Seed]
+    store: Neo4jStore
+    kb: str
     max_hops: int
+    max_edges: int
+    as_of: datetime | None
+    top_k: int
 
 
 class QueryEngine:
@@ -58,7 +80,8 @@ class QueryEngine:
         self._lock = threading.Lock()
         self._looked_up: dict[str, tuple[float, Loaded | None]] = {}
         self._loaded: dict[tuple[str | None, str], Loaded] = {}
-        self.batcher: DynamicBatcher[_Job, Result] = DynamicBatcher(
+        self._predicates: dict[tuple[int, str], tuple[float, list[str]]] = {}
+        self.batcher: DynamicBatcher[_Job, Answered] = DynamicBatcher(
             self._run_batch, max_batch=settings.query_batch_max, window_ms=settings.query_batch_window_ms,
             name="query-batcher",
         )
@@ -109,16 +132,49 @@ class QueryEngine:
                       reasoner_version=reasoner_v[0],
                       pipeline=LearnedPipeline(router, reasoner, self.features, policy, device=self.device))
 
-    def run(self, loaded: Loaded, question: str, mentions: Sequence[str], graph: Subgraph, *, top_k: int,
-            max_hops: int) -> Result:
-        """Answer one question over its retrieved ``graph``; ``mentions`` are the linked entity names."""
-        return self.batcher.submit(_Job(loaded, question, list(mentions), graph, top_k, max_hops))
+    def run(self, loaded: Loaded, question: str, seeds: Sequence[Seed], *, store: Neo4jStore, kb: str,
+            max_hops: int, max_edges: int, as_of: datetime | None, top_k: int) -> Answered:
+        """Retrieve and answer one question from its linked ``seeds`` (on the batcher's thread)."""
+        check_kb(kb)  # a bad kb must fail this caller, not the batch it would join
+        return self.batcher.submit(_Job(loaded, question, list(seeds), store, kb, max_hops, max_edges, as_of, top_k))
 
-    def _run_batch(self, jobs: Sequence[_Job]) -> list[Result]:
+    def predicates(self, store: Neo4jStore, kb: str) -> list[str]:
+        key, now = (id(store), kb), time.monotonic()
+        hit = self._predicates.get(key)
+        if hit is None or now - hit[0] >= _PREDICATES_TTL_S:
+            hit = self._predicates[key] = (now, kb_predicates(store, kb))
+        return hit[1]
+
+    def _retrieve(self, jobs: Sequence[_Job], encoded: Sequence[tuple[object, object]]) -> list[Subgraph]:
+        graphs: list[Subgraph | None] = [None] * len(jobs)
+        groups: dict[tuple[int, int, str, datetime | None, int, int], list[int]] = {}
+        for i, j in enumerate(jobs):
+            groups.setdefault((id(j.loaded), id(j.store), j.kb, j.as_of, j.max_hops, j.max_edges), []).append(i)
+        for members in groups.values():
+            j0 = jobs[members[0]]
+            pipeline = j0.loaded.pipeline
+            if self.settings.query_retrieval == "guided" and pipeline.can_plan:
+                plan = pipeline.plan([encoded[i][0] for i in members], [encoded[i][1] for i in members],  # type: ignore[misc]
+                                     self.predicates(j0.store, j0.kb), max_hops=j0.max_hops)
+                found = guided_subgraphs(j0.store, kb=j0.kb, seeds=[jobs[i].seeds for i in members], choose=plan.choose,
+                                         hops=j0.max_hops, max_edges=j0.max_edges, as_of=j0.as_of)
+                for i, g in zip(members, found, strict=True):
+                    graphs[i] = g if g.edges else None
+            for i in members:
+                if graphs[i] is None:
+                    j = jobs[i]
+                    graphs[i] = k_hop_subgraph(j.store, kb=j.kb, seeds=j.seeds, hops=j.max_hops,
+                                               max_edges=j.max_edges, as_of=j.as_of)
+        return [g for g in graphs if g is not None]
+
+    def _run_batch(self, jobs: Sequence[_Job]) -> list[Answered]:
         # the batch's questions share one sentence-model pass (8 questions: ~3x cheaper than one by one)
-        encoded = questions_inputs(self.embedder, [j.question for j in jobs], [j.mentions for j in jobs])
-        samples = [make_sample(j.question, qvec, j.graph, qtok=qtok) for j, (qvec, qtok) in zip(jobs, encoded,
-                                                                                               strict=True)]
+        encoded = questions_inputs(self.embedder, [j.question for j in jobs], [[s.name for s in j.seeds] for j in jobs])
+        t0 = time.perf_counter()
+        graphs = self._retrieve(jobs, encoded)
+        retrieve_ms = (time.perf_counter() - t0) * 1000
+        samples = [make_sample(j.question, qvec, g, qtok=qtok)
+                   for j, g, (qvec, qtok) in zip(jobs, graphs, encoded, strict=True)]
         results: dict[int, Result] = {}
         groups: dict[tuple[int, int], list[int]] = {}
         for i, job in enumerate(jobs):
@@ -130,7 +186,7 @@ class QueryEngine:
             for i, result in zip(members, out, strict=True):
                 result.answers = result.answers[: jobs[i].top_k]
                 results[i] = result
-        return [results[i] for i in range(len(jobs))]
+        return [Answered(results[i], graphs[i], retrieve_ms) for i in range(len(jobs))]
 
 
 _engines: dict[int, QueryEngine] = {}

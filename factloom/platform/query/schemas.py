@@ -71,7 +71,8 @@ class ModelVersions(BaseModel):
 
 
 class SubgraphOut(BaseModel):
-    candidate_edges: int = Field(description="facts of the k-hop candidate subgraph from Neo4j")
+    candidate_edges: int = Field(description="facts retrieved from Neo4j: along the relations the router planned "
+                                 "per hop, or the k-hop candidates")
     routed_edges: int = Field(description="facts the router kept for the reasoner (= candidate without one)")
     candidate_entities: list[str] | None = None
     routed_entities: list[str] | None = None

@@ -1,20 +1,22 @@
 """Answering a question: link → retrieve the candidate subgraph → route → reason.
 
 Blocking throughout (Neo4j driver, the model): the route is a plain ``def``, so FastAPI runs it in
-its threadpool and the event loop stays free. The learned models run on the engine's batcher
-thread, so concurrent questions share one model call.
+its threadpool and the event loop stays free. With learned models, retrieval and the models run on
+the engine's batcher thread, so concurrent questions share one model call and one store round trip
+per hop; the ``retrieve`` timing is then that batch's retrieval.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from datetime import datetime
 
 from factloom.graph import InvalidGraphInput, Neo4jStore
 from factloom.graph.errors import GraphUnavailable
 from factloom.graph.linking import bracketed_mentions, link_entities
 from factloom.graph.retrieval import k_hop_subgraph
-from factloom.graph.types import Subgraph
 from factloom.model.embedder import Embedder
 from factloom.model.pathrank import Answer, PathRankReasoner
 from factloom.model.verbaliser import Verbaliser
@@ -61,33 +63,34 @@ def answer(
         precision=dict(loaded.pipeline.policy.chosen) if loaded else {},
     )
     t0 = time.perf_counter()
-    try:
+    with _graph_errors():
         # with bracketed names the vector step never runs, so skip the embedding
         vector = None if bracketed_mentions(question) else embedder.embed([question])[0]
         seeds = link_entities(store, kb=kb, question=question, vector=vector, limit=SEED_LIMIT)
-        t1 = time.perf_counter()
-        if not seeds:
-            return QueryOut(
-                answers=[], seeds=[], model_versions=versions,
-                timings_ms=_timings(t0, t1, t1, t1),
-                note="no entity of the question could be linked to the knowledge base; "
-                     "put names in [brackets] to link them exactly",
-            )
-        graph = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges, as_of=as_of)
-        t2 = time.perf_counter()
-    except InvalidGraphInput as exc:
-        raise BadRequest(str(exc)) from exc
-    except GraphUnavailable as exc:
-        raise Unavailable(str(exc)) from exc
-    routed: Subgraph = graph
+    t1 = time.perf_counter()
+    if not seeds:
+        return QueryOut(
+            answers=[], seeds=[], model_versions=versions,
+            timings_ms=_timings(t0, t1, t1, t1),
+            note="no entity of the question could be linked to the knowledge base; "
+                 "put names in [brackets] to link them exactly",
+        )
     answers: list[Answer]
     if loaded is not None and engine is not None:
-        result = engine.run(loaded, question, [s.name for s in seeds], graph, top_k=top_k, max_hops=hops)
-        answers, routed = result.answers, result.routed
+        with _graph_errors():
+            # retrieval runs in the engine's batch, guided by the router (see engine.QueryEngine)
+            answered = engine.run(loaded, question, seeds, store=store, kb=kb, max_hops=hops, max_edges=max_edges,
+                                  as_of=as_of, top_k=top_k)
+        graph, answers, routed = answered.candidates, answered.result.answers, answered.result.routed
+        t2 = t1 + answered.retrieve_ms / 1000.0
         versions.precision = dict(loaded.pipeline.policy.chosen)
     else:
+        with _graph_errors():
+            graph = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges, as_of=as_of)
+        t2 = time.perf_counter()
         assert baseline is not None
         answers = baseline.answer(question, graph, top_k=top_k, max_hops=hops)
+        routed = graph
     t3 = time.perf_counter()
     subgraph = SubgraphOut(candidate_edges=len(graph.edges), routed_edges=len(routed.edges))
     if include_subgraph:
@@ -113,6 +116,16 @@ def answer(
         sentence=verbaliser.sentence(question, answers[0]) if verbaliser is not None and answers else None,
         note=None if answers else f"no current facts lead from the linked entities within {hops} hops",
     )
+
+
+@contextlib.contextmanager
+def _graph_errors() -> Iterator[None]:
+    try:
+        yield
+    except InvalidGraphInput as exc:
+        raise BadRequest(str(exc)) from exc
+    except GraphUnavailable as exc:
+        raise Unavailable(str(exc)) from exc
 
 
 def _timings(t0: float, t1: float, t2: float, t3: float) -> Timings:
