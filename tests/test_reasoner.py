@@ -263,3 +263,32 @@ def test_router_keeps_each_hops_runner_up(samples: list, embedder: Embedder) -> 
     assert bool(edges.any())
     assert float(a.edge[edges].max()) < 0.02 <= float(b.edge[edges].min())
     assert torch.all(b.edge >= a.edge)
+
+
+def test_router_plans_each_hop_among_the_relations_present(trained: tuple, embedder: Embedder) -> None:  # type: ignore[type-arg]
+    router, reasoner, features = trained
+    pipeline = LearnedPipeline(router, reasoner, features)
+    assert pipeline.can_plan
+    predicates = sorted({p for _, p, _ in FACTS})
+    qvec, qtok = question_inputs(embedder, "what is the birthplace of [anna] 's husband 's father", ["anna"])
+    plan = pipeline.plan([qvec], [qtok], predicates, max_hops=3, keep=1)
+    assert plan.depth == [3]
+    # the learned hops, each chosen among the relations the store says the frontier has
+    around = {0: [("children", True), ("place_of_birth", True), ("spouse", True)],
+              1: [("parents", True), ("place_of_birth", True), ("spouse", False)],
+              2: [("children", False), ("place_of_birth", True), ("spouse", True)]}
+    assert [plan.choose(0, t, around[t])[0] for t in range(3)] == [
+        ("spouse", True), ("parents", True), ("place_of_birth", True)]
+    assert plan.choose(0, 2, around[2]) == [("place_of_birth", True)]  # keep 1, and no next hop to look at
+    # hop 1 also follows hop 2's strongest relation where the frontier has it (hops shifted by a self-loop)
+    assert plan.choose(0, 1, around[1]) == [("parents", True), ("place_of_birth", True)]
+    assert plan.choose(0, 0, [("spouse", True)]) == [("spouse", True)]
+    assert ("new_relation", True) in plan.choose(0, 1, [("new_relation", True), ("parents", True)])  # unknown: kept
+    wide = pipeline.plan([qvec], [qtok], predicates, max_hops=2, keep=3, mass=2.0)
+    assert wide.depth == [2] and len(wide.choose(0, 0, around[0])) == 3  # mass never reached: keep
+    assert wide.choose(0, 2, around[2]) == []  # beyond the asked hops
+    pooled = RelationRouter(RouterConfig(hidden=16, instructions=False))
+    assert not LearnedPipeline(pooled, reasoner, features).can_plan
+    with pytest.raises(ValueError, match="cannot plan"):
+        pooled.plan(torch.zeros(1, 384), torch.zeros(1, 1, 384), torch.ones(1, 1, dtype=torch.bool),
+                    torch.zeros(2, 385), [("a", True), ("a", False)], keep=1, mass=0.9, max_hops=3)

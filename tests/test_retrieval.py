@@ -1,4 +1,4 @@
-"""Linking and k-hop retrieval against a real Neo4j."""
+"""Linking, k-hop and router-guided retrieval against a real Neo4j."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from factloom.config import Settings
 from factloom.graph import FactWrite, Neo4jStore, fact_id_for
 from factloom.graph.linking import link_entities, lucene_escape, strip_mentions
-from factloom.graph.retrieval import k_hop_subgraph
+from factloom.graph.retrieval import guided_subgraphs, k_hop_subgraph, kb_predicates
 from factloom.graph.types import Seed
 from factloom.model.embedder import Embedder
 
@@ -163,3 +163,58 @@ def test_other_kb_is_never_crossed(store: Neo4jStore, kbs: tuple[str, str], embe
     # a seed id from the other kb expands to nothing here
     foreign = _seed(store, other, "Blade Runner")
     assert k_hop_subgraph(store, kb=kb, seeds=[foreign], hops=2, max_edges=100).edges == []
+
+
+def _following(per_hop: list[list[tuple[str, bool]]], asked: list[tuple[int, int, list[tuple[str, bool]]]]):  # type: ignore[no-untyped-def]
+    def choose(question: int, hop: int, present: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+        asked.append((question, hop, present))
+        return [k for k in per_hop[hop] if k in present] if hop < len(per_hop) else []
+    return choose
+
+
+def test_guided_follows_only_the_chosen_relations(store: Neo4jStore, kbs: tuple[str, str]) -> None:
+    kb, _ = kbs
+    assert kb_predicates(store, kb) == ["directed_by", "has_genre", "release_year", "starred_actors"]
+    asked: list[tuple[int, int, list[tuple[str, bool]]]] = []
+    # "the actors of the films of Alien's director", and in the same call "Witness's genre"
+    plan = [[("directed_by", True), ("has_genre", True)], [("directed_by", False)], [("starred_actors", True)]]
+    alien, witness = guided_subgraphs(store, kb=kb, seeds=[[_seed(store, kb, "Alien")], [_seed(store, kb, "Witness")]],
+                                      choose=_following(plan, asked), hops=3, max_edges=100)
+    assert _triples(alien) == {("Alien", "directed_by", "Ridley Scott"),
+                               ("Blade Runner", "directed_by", "Ridley Scott"),
+                               ("Blade Runner", "starred_actors", "Harrison Ford")}
+    assert ("Witness", "starred_actors", "Harrison Ford") not in _triples(alien)  # not a chosen relation there
+    # Witness: back from its director to itself (a fact already fetched still leads on), then its actors
+    assert _triples(witness) == {("Witness", "directed_by", "Peter Weir"), ("Witness", "has_genre", "Drama"),
+                                 ("Witness", "starred_actors", "Harrison Ford")}
+    # the choice is among the relations around each question's frontier, current facts only
+    hop0 = {q: present for q, hop, present in asked if hop == 0}
+    assert hop0[0] == [("directed_by", True), ("release_year", True)]
+    assert hop0[1] == [("directed_by", True), ("has_genre", True), ("starred_actors", True)]
+    assert not alien.truncated
+    # each hop asks once per question
+    assert sorted(hop for _, hop, _ in asked) == [0, 0, 1, 1, 2, 2]
+
+
+def test_guided_passes_back_through_visited_entities(store: Neo4jStore, embedder: Embedder) -> None:
+    kb = f"t-{uuid.uuid4().hex[:10]}"
+    closed = {"valid_from": PAST - timedelta(days=30), "valid_to": PAST}
+    _write(store, kb, embedder, [("Ann", "son", "Bob", {}), ("Bob", "mother", "Ann", {}), ("Ann", "spouse", "Carl", {}),
+                                 ("Carl", "born_in", "Leeds", {}), ("Ann", "born_in", "York", closed)])
+    try:
+        seeds = [[_seed(store, kb, "Ann")]]
+        # "the spouse of the mother of Ann's son" walks back through Ann; the earlier fact is fetched once
+        plan = [[("son", True)], [("mother", True), ("son", False)], [("spouse", True)], [("born_in", True)]]
+        graph, = guided_subgraphs(store, kb=kb, seeds=seeds, choose=_following(plan, []), hops=4, max_edges=100)
+        assert _triples(graph) == {("Ann", "son", "Bob"), ("Bob", "mother", "Ann"), ("Ann", "spouse", "Carl"),
+                                   ("Carl", "born_in", "Leeds")}
+        assert len({e.fact_id for e in graph.edges}) == len(graph.edges)
+        then, = guided_subgraphs(store, kb=kb, seeds=seeds, choose=lambda q, h, present: [("born_in", True)],
+                                 hops=1, max_edges=100, as_of=PAST - timedelta(days=1))
+        assert _triples(then) == {("Ann", "born_in", "York")}  # a closed fact, as of the past
+        cut, = guided_subgraphs(store, kb=kb, seeds=seeds, choose=_following(plan, []), hops=4, max_edges=2)
+        assert len(cut.edges) == 2 and cut.truncated
+        nothing, = guided_subgraphs(store, kb=kb, seeds=seeds, choose=lambda q, h, present: [], hops=3, max_edges=100)
+        assert nothing.edges == [] and not nothing.truncated
+    finally:
+        store.drop_kb(kb)

@@ -111,8 +111,8 @@ def guided_subgraphs(
 
     Unlike :func:`k_hop_subgraph` the frontier of the next hop is every entity this hop reached,
     visited or not ("the actors of the films of X's director" passes back through X), also over
-    facts fetched at an earlier hop (which are not fetched again). ``max_edges`` bounds each question; ``truncated`` says it, or a hub's
-    per-node share, cut the expansion short.
+    facts fetched at an earlier hop (which are not fetched again). ``max_edges`` bounds each
+    question; ``truncated`` says it, or a hub's per-node share, cut the expansion short.
     """
     check_kb(kb)
     if hops < 0 or max_edges < 0:

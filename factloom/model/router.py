@@ -56,7 +56,8 @@ class RelationPlan:
 
     :meth:`choose` picks, among the relations the store says the hop's frontier actually has, the
     strongest under a softmax over those alone (the training-time softmax is also over the
-    relations present) until they hold ``mass`` of it, at most ``keep``. A relation outside the
+    relations present) until they hold ``mass`` of it, at least ``least`` (a trained softmax
+    saturates: its runner-up sits at ~1e-6, like the router's ``top_k``) and at most ``keep``. A relation outside the
     vocabulary (a predicate newer than it) is always followed.
     """
 
@@ -65,6 +66,7 @@ class RelationPlan:
     depth: list[int]  # per question, the hops worth expanding
     keep: int
     mass: float
+    least: int = 2
 
     def __post_init__(self) -> None:
         self._index = {k: r for r, k in enumerate(self.keys)}
@@ -75,12 +77,18 @@ class RelationPlan:
         known = [k for k in present if k in self._index]
         chosen = [k for k in present if k not in self._index]
         if known:
-            probs = torch.softmax(self.logits[question, hop, [self._index[k] for k in known]], dim=-1)
+            rows = self.logits[question, :, [self._index[k] for k in known]]  # (T, K)
+            probs = torch.softmax(rows[hop], dim=-1)
             ranked = probs.argsort(descending=True).tolist()[: self.keep]
             mass = probs[ranked].cumsum(0)
             # the strongest relations until they hold ``mass`` of the hop's attention
-            enough = int((mass < self.mass).sum()) + 1
-            chosen += [known[r] for r in ranked[:enough]]
+            enough = max(self.least, int((mass < self.mass).sum()) + 1)
+            picked = ranked[:enough]
+            if hop + 1 < self.depth[question]:
+                # and the next hop's strongest: a walk round a self-loop ("the track of release of
+                # Believe's recording", where Believe is its own recording) shifts the hops by one
+                picked.append(int(rows[hop + 1].argmax()))
+            chosen += [known[r] for r in dict.fromkeys(picked)]
         return chosen
 
 
