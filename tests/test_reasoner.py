@@ -292,3 +292,23 @@ def test_router_plans_each_hop_among_the_relations_present(trained: tuple, embed
     with pytest.raises(ValueError, match="cannot plan"):
         pooled.plan(torch.zeros(1, 384), torch.zeros(1, 1, 384), torch.ones(1, 1, dtype=torch.bool),
                     torch.zeros(2, 385), [("a", True), ("a", False)], keep=1, mass=0.9, max_hops=3)
+
+
+def test_seed_gate_decides_the_flow_back_to_the_topic(samples: list, embedder: Embedder, tmp_path) -> None:  # type: ignore[no-untyped-def,type-arg]
+    torch.manual_seed(0)
+    c = collate(samples[:2], RelationFeatures(embedder.encode))
+    plain = PathReasoner(ReasonerConfig(hidden=32, seed_gate=False)).eval()
+    gated = PathReasoner(ReasonerConfig(hidden=32)).eval()
+    gated.load_state_dict(plain.state_dict(), strict=False)
+    seed = c.batch.seed > 0
+    with torch.no_grad():
+        base = plain(c)
+        assert any(float(h[seed].max()) > 0 for h in base.hops)  # spouse → spouse⁻¹ walks back to anna
+        gated.seed_gate.bias.fill_(-30.0)  # type: ignore[union-attr]
+        closed = gated(c)
+        assert all(float(h[seed].abs().max()) == 0 for h in closed.hops)
+        assert float(closed.score[seed].max()) == 0  # the topic is never an answer
+        gated.seed_gate.bias.fill_(30.0)  # type: ignore[union-attr]
+        assert torch.allclose(gated(c).score, base.score, atol=1e-6)  # open: as without the gate
+    # reasoners trained before the gate load without it
+    assert saved_without(plain, "seed_gate", tmp_path / "old.pt").seed_gate is None  # type: ignore[union-attr]

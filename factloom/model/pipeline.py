@@ -38,6 +38,8 @@ def load_model(path: Path) -> RelationRouter | PathReasoner:
     blob["config"].setdefault("lexical", False)  # artefacts from before the lexical match
     if blob["kind"] == "router":
         blob["config"].setdefault("top_k", 0)  # routers from before top-k routing: threshold only
+    else:
+        blob["config"].setdefault("seed_gate", False)  # reasoners from before the seed gate
     if blob["kind"] == "router":
         model = RelationRouter(RouterConfig(**blob["config"]))
     else:

@@ -142,6 +142,8 @@ class ReasonerConfig:
     path_weight: float = 1.0  # weight of the gold relation-path loss, where the data gives the path
     context: bool = True  # a trainable BiGRU over the question's tokens before the hop attention
     lexical: bool = True  # add a learned multiple of lexical_match to each hop's relation scores
+    # a question-conditioned gate on the flow that comes back to a seed after the first hop
+    seed_gate: bool = True
 
 
 @dataclass
@@ -196,12 +198,18 @@ class PathReasoner(nn.Module):
         # relation has no gradient); artefacts from before instructions were trained unscaled
         self._scale = c.hidden ** -0.5 if c.instructions else 1.0
         self.lexical = nn.Parameter(torch.tensor(5.0)) if c.lexical and c.instructions else None
+        # MetaQA never answers with, nor passes back through, the question's topic entity ("the
+        # films that share actors with X" reach X itself most strongly); PathQuestion sometimes
+        # does ("the mother of X's son" is X): the question decides how much flow a seed takes back
+        self.seed_gate = nn.Linear(c.text_dim, 1) if c.seed_gate else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         for m in self.modules():
             if isinstance(m, nn.Linear | nn.LayerNorm):
                 m.reset_parameters()
+        if self.seed_gate is not None:
+            nn.init.constant_(self.seed_gate.bias, 3.0)  # open (0.95) until the data says otherwise
 
     def __repr__(self) -> str:
         c = self.config
@@ -226,10 +234,16 @@ class PathReasoner(nn.Module):
         logits = masked_relation_logits(per_rel.float(), eb, b.edge_type)  # (B, T, R)
         probs = torch.softmax(logits, dim=-1).nan_to_num(0.0)  # (B, T, R)
         weights = probs[eb, :, b.edge_type]  # (E, T)
-        x = b.seed.float()  # (N,)
+        seed = b.seed.float()  # (N,)
+        # how much of the flow that returns to a seed it keeps, per question (1: no gate)
+        keep_seed = torch.sigmoid(self.seed_gate(c.qvec[:, : cfg.text_dim]).float()).squeeze(-1)[b.batch] \
+            if self.seed_gate is not None else None  # (N,)
+        x = seed
         hops = []
         for t in range(cfg.max_hops):
             x = self.conv(x, b.edge_index, weights[:, t])
+            if keep_seed is not None:
+                x = x * (1 - seed * (1 - keep_seed))
             hops.append(x)
         stop = torch.softmax(self.stop(qvec).float(), dim=-1)  # (B, T)
         per_node = stop[b.batch]  # (N, T)
