@@ -312,3 +312,12 @@ def test_seed_gate_decides_the_flow_back_to_the_topic(samples: list, embedder: E
         assert torch.allclose(gated(c).score, base.score, atol=1e-6)  # open: as without the gate
     # reasoners trained before the gate load without it
     assert saved_without(plain, "seed_gate", tmp_path / "old.pt").seed_gate is None  # type: ignore[union-attr]
+
+
+def test_planned_graphs_are_read_whole(trained: tuple, samples: list) -> None:  # type: ignore[type-arg]
+    router, reasoner, features = trained
+    pipeline = LearnedPipeline(router, reasoner, features, PrecisionPolicy(mode="fp32"))
+    whole, routed = (pipeline.run(samples[:2], top_k=1, max_hops=3, planned=[p, p]) for p in (True, False))
+    assert [len(r.routed.edges) for r in whole] == [len(s.edges) for s in samples[:2]]
+    assert all(len(r.routed.edges) < len(s.edges) for r, s in zip(routed, samples[:2], strict=True))
+    assert [r.answers[0].name for r in whole] == [r.answers[0].name for r in routed] == ["york", "wells"]

@@ -111,25 +111,29 @@ class LearnedPipeline:
                                 max_hops=max_hops)
 
     @torch.no_grad()
-    def run(self, samples: Sequence[Sample], *, top_k: int, max_hops: int) -> list[Result]:
+    def run(self, samples: Sequence[Sample], *, top_k: int, max_hops: int,
+            planned: Sequence[bool] | None = None) -> list[Result]:
+        """Answer ``samples``. A sample whose graph came from the router's plan (``planned``, see
+        :meth:`plan`) already holds only the relations the router chose, hop by hop from the seeds,
+        so the reasoner reads it whole; the others (k-hop candidates) are routed first."""
         if not samples:
             return []
         if not self._calibrated:
             self._calibrate(samples)
-        c = _to(collate(samples, self.features), self.device)
-        routed: list[Subgraph]
-        if self.router is not None:
+        planned = list(planned) if planned is not None else [False] * len(samples)
+        routed = [Subgraph(seeds=[], names=s.names, edges=s.edges) for s in samples]
+        to_route = [i for i, p in enumerate(planned) if not p]
+        if self.router is not None and to_route:
             cfg = self.router.config
+            c = _to(collate([samples[i] for i in to_route], self.features), self.device)
             with self.policy.scope("router"):
                 out = self.router(c)
-            routed = select_subgraphs(c, out, threshold=cfg.threshold, budget=cfg.budget, max_hops=max_hops)
-        else:
-            routed = [Subgraph(seeds=[], names=s.names, edges=s.edges) for s in samples]
-        for i, (s, g) in enumerate(zip(samples, routed, strict=True)):
-            if not g.edges and s.edges:
+            chosen = select_subgraphs(c, out, threshold=cfg.threshold, budget=cfg.budget, max_hops=max_hops)
+            for i, g in zip(to_route, chosen, strict=True):
                 # nothing reached the router's threshold: the reasoner reads the candidates
-                routed[i] = Subgraph(seeds=g.seeds, names=s.names, edges=s.edges, truncated=True)
-        second = [_with_edges(s, g) for s, g in zip(samples, routed, strict=True)]
+                routed[i] = g if g.edges or not samples[i].edges else \
+                    Subgraph(seeds=g.seeds, names=samples[i].names, edges=samples[i].edges, truncated=True)
+        second = [s if p else _with_edges(s, g) for s, g, p in zip(samples, routed, planned, strict=True)]
         c2 = _to(collate(second, self.features), self.device)
         with self.policy.scope("reasoner"):
             out2 = self.reasoner(c2)

@@ -145,7 +145,9 @@ class QueryEngine:
             hit = self._predicates[key] = (now, kb_predicates(store, kb))
         return hit[1]
 
-    def _retrieve(self, jobs: Sequence[_Job], encoded: Sequence[tuple[object, object]]) -> list[Subgraph]:
+    def _retrieve(self, jobs: Sequence[_Job],
+                  encoded: Sequence[tuple[object, object]]) -> tuple[list[Subgraph], list[bool]]:
+        """Each job's graph, and whether it came from the router's plan (else: k-hop candidates)."""
         graphs: list[Subgraph | None] = [None] * len(jobs)
         groups: dict[tuple[int, int, str, datetime | None, int, int], list[int]] = {}
         for i, j in enumerate(jobs):
@@ -160,18 +162,17 @@ class QueryEngine:
                                          hops=j0.max_hops, max_edges=j0.max_edges, as_of=j0.as_of)
                 for i, g in zip(members, found, strict=True):
                     graphs[i] = g if g.edges else None
-            for i in members:
-                if graphs[i] is None:
-                    j = jobs[i]
-                    graphs[i] = k_hop_subgraph(j.store, kb=j.kb, seeds=j.seeds, hops=j.max_hops,
-                                               max_edges=j.max_edges, as_of=j.as_of)
-        return [g for g in graphs if g is not None]
+        planned = [g is not None for g in graphs]
+        out = [g if g is not None else k_hop_subgraph(j.store, kb=j.kb, seeds=j.seeds, hops=j.max_hops,
+                                                      max_edges=j.max_edges, as_of=j.as_of)
+               for g, j in zip(graphs, jobs, strict=True)]
+        return out, planned
 
     def _run_batch(self, jobs: Sequence[_Job]) -> list[Answered]:
         # the batch's questions share one sentence-model pass (8 questions: ~3x cheaper than one by one)
         encoded = questions_inputs(self.embedder, [j.question for j in jobs], [[s.name for s in j.seeds] for j in jobs])
         t0 = time.perf_counter()
-        graphs = self._retrieve(jobs, encoded)
+        graphs, planned = self._retrieve(jobs, encoded)
         retrieve_ms = (time.perf_counter() - t0) * 1000
         samples = [make_sample(j.question, qvec, g, qtok=qtok)
                    for j, g, (qvec, qtok) in zip(jobs, graphs, encoded, strict=True)]
@@ -182,7 +183,8 @@ class QueryEngine:
         for (_, hops), members in groups.items():
             pipeline = jobs[members[0]].loaded.pipeline
             top_k = max(jobs[i].top_k for i in members)
-            out = pipeline.run([samples[i] for i in members], top_k=top_k, max_hops=hops)
+            out = pipeline.run([samples[i] for i in members], top_k=top_k, max_hops=hops,
+                               planned=[planned[i] for i in members])
             for i, result in zip(members, out, strict=True):
                 result.answers = result.answers[: jobs[i].top_k]
                 results[i] = result

@@ -73,7 +73,8 @@ class ModelVersions(BaseModel):
 class SubgraphOut(BaseModel):
     candidate_edges: int = Field(description="facts retrieved from Neo4j: along the relations the router planned "
                                  "per hop, or the k-hop candidates")
-    routed_edges: int = Field(description="facts the router kept for the reasoner (= candidate without one)")
+    routed_edges: int = Field(description="facts the reasoner read: the router-guided retrieval whole, or what "
+                              "the router kept of k-hop candidates (= candidate without a router)")
     candidate_entities: list[str] | None = None
     routed_entities: list[str] | None = None
 
