@@ -209,7 +209,7 @@ def plot(curve_sets: dict[str, Any], png: Path) -> None:
                 color=line.get_color(), label=f"{name} k-hop (1..3)")
         if "served" in cur:
             ax.plot([cur["served"]["edges"]], [cur["served"]["recall"]], "*", markersize=12,
-                    color=line.get_color(), label=f"{name} served (guided retrieval + router)")
+                    color=line.get_color(), label=f"{name} served (router-guided retrieval)")
     ax.set_xscale("log")
     ax.set_xlabel("edges handed to the reasoner (mean per question)")
     ax.set_ylabel("answer recall")

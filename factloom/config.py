@@ -92,6 +92,7 @@ class Settings(BaseSettings):
     # guided: the learned router picks each hop's relations before the store is asked (k-hop when it
     # cannot plan); khop: the plain k-hop candidates around the seeds
     query_retrieval: Literal["guided", "khop"] = "guided"
+    query_torch_threads: int = 1  # torch intra-op threads in the API process (0: torch's default, all cores)
     # a local causal LM directory (save_pretrained) that words the answer as a sentence; empty: off
     query_verbaliser_path: str = ""
 

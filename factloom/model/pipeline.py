@@ -72,6 +72,7 @@ class LearnedPipeline:
         self.features = features
         self.policy = policy or PrecisionPolicy(device=device)
         self._calibrated = False
+        self._vocab: dict[tuple[str, ...], tuple[list[RelationKey], torch.Tensor]] = {}
 
     def _calibrate(self, samples: Sequence[Sample]) -> None:
         c = collate(samples, self.features)
@@ -102,13 +103,24 @@ class LearnedPipeline:
         the questions alone, in fp32 (a few questions, one small matrix); retrieval then follows
         each hop's chosen relations (:meth:`~factloom.model.router.RelationPlan.choose`)."""
         assert self.router is not None
-        keys: list[RelationKey] = [(p, forward) for p in predicates for forward in (True, False)]
         qvec, qtok, qmask = question_tensors(qvecs, qtoks)
-        if not keys:
+        if not predicates:
             return RelationPlan([], torch.zeros(len(qvecs), max_hops, 0), [max_hops] * len(qvecs), keep, mass)
-        return self.router.plan(qvec.to(self.device), qtok.to(self.device), qmask.to(self.device),
-                                self.features.matrix(keys).to(self.device), keys, keep=keep, mass=mass,
-                                max_hops=max_hops)
+        keys, rel_feat = self._vocabulary(tuple(predicates))
+        return self.router.plan(qvec.to(self.device), qtok.to(self.device), qmask.to(self.device), rel_feat, keys,
+                                keep=keep, mass=mass, max_hops=max_hops)
+
+    def _vocabulary(self, predicates: tuple[str, ...]) -> tuple[list[RelationKey], torch.Tensor]:
+        # one kb's relation keys and their features, kept while its predicate list is unchanged
+        # (a PathQuestion kb has 363 predicates: rebuilding the matrix per batch cost ~5 ms)
+        hit = self._vocab.get(predicates)
+        if hit is None:
+            keys: list[RelationKey] = [(p, forward) for p in predicates for forward in (True, False)]
+            hit = (keys, self.features.matrix(keys).to(self.device))
+            if len(self._vocab) >= 8:
+                self._vocab.pop(next(iter(self._vocab)))
+            self._vocab[predicates] = hit
+        return hit
 
     @torch.no_grad()
     def run(self, samples: Sequence[Sample], *, top_k: int, max_hops: int,
