@@ -57,8 +57,9 @@ class RelationPlan:
     :meth:`choose` picks, among the relations the store says the hop's frontier actually has, the
     strongest under a softmax over those alone (the training-time softmax is also over the
     relations present) until they hold ``mass`` of it, at least ``least`` (a trained softmax
-    saturates: its runner-up sits at ~1e-6, like the router's ``top_k``) and at most ``keep``. A relation outside the
-    vocabulary (a predicate newer than it) is always followed.
+    saturates: its runner-up sits at ~1e-6, as for the router's ``top_k``) and at most ``keep``,
+    plus the next hop's strongest. A relation outside the vocabulary (a predicate newer than it)
+    is always followed.
     """
 
     keys: list[RelationKey]

@@ -3,9 +3,10 @@ model registry by version, and one dynamic batcher that every request thread sha
 
 A batch runs retrieval and the models together: the questions are encoded in one sentence-model
 pass, the router plans each question's relations per hop from the question alone, the store is
-asked once per hop for all the batch's questions along those relations only, and router and
-reasoner read the result. Routers that cannot plan, and questions whose planned relations lead
-nowhere, get the plain k-hop candidates."""
+asked twice per hop for all the batch's questions (the relations around each frontier, then the
+facts along the chosen ones), and the reasoner reads the result. Routers that cannot plan, and
+questions whose planned relations lead nowhere, get the plain k-hop candidates and the router's
+selection."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
+import numpy.typing as npt
 from sqlalchemy import select
 
 from factloom.config import Settings
@@ -146,7 +149,8 @@ class QueryEngine:
         return hit[1]
 
     def _retrieve(self, jobs: Sequence[_Job],
-                  encoded: Sequence[tuple[object, object]]) -> tuple[list[Subgraph], list[bool]]:
+                  encoded: Sequence[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]],
+                  ) -> tuple[list[Subgraph], list[bool]]:
         """Each job's graph, and whether it came from the router's plan (else: k-hop candidates)."""
         graphs: list[Subgraph | None] = [None] * len(jobs)
         groups: dict[tuple[int, int, str, datetime | None, int, int], list[int]] = {}
@@ -156,7 +160,7 @@ class QueryEngine:
             j0 = jobs[members[0]]
             pipeline = j0.loaded.pipeline
             if self.settings.query_retrieval == "guided" and pipeline.can_plan:
-                plan = pipeline.plan([encoded[i][0] for i in members], [encoded[i][1] for i in members],  # type: ignore[misc]
+                plan = pipeline.plan([encoded[i][0] for i in members], [encoded[i][1] for i in members],
                                      self.predicates(j0.store, j0.kb), max_hops=j0.max_hops)
                 found = guided_subgraphs(j0.store, kb=j0.kb, seeds=[jobs[i].seeds for i in members], choose=plan.choose,
                                          hops=j0.max_hops, max_edges=j0.max_edges, as_of=j0.as_of)
