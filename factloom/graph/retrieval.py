@@ -14,9 +14,9 @@ from typing import Any
 from factloom.graph import queries as q
 from factloom.graph.errors import InvalidGraphInput
 from factloom.graph.store import Neo4jStore, check_kb
-from factloom.graph.types import Edge, Seed, Subgraph
+from factloom.graph.types import Edge, RelationKey, Seed, Subgraph
 
-__all__ = ["k_hop_subgraph", "guided_subgraphs", "kb_predicates", "Choose", "RelationKey", "SERVABLE_STATUSES"]
+__all__ = ["k_hop_subgraph", "guided_subgraphs", "kb_predicates", "Choose", "SERVABLE_STATUSES"]
 
 # facts in any other state (pending, rejected, retracted…) never reach an answer
 SERVABLE_STATUSES: tuple[str, ...] = ("accepted",)
@@ -24,7 +24,6 @@ SERVABLE_STATUSES: tuple[str, ...] = ("accepted",)
 _MIN_PER_NODE = 25
 
 
-RelationKey = tuple[str, bool]  # (predicate, forward: the frontier entity is the subject)
 # (question, hop, the relation keys around that question's frontier) → the keys to follow
 Choose = Callable[[int, int, list[RelationKey]], Sequence[RelationKey]]
 

@@ -8,9 +8,11 @@ import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime
 
-__all__ = ["FactWrite", "StoredFact", "entity_key", "fact_id_for", "Edge", "Subgraph", "Seed"]
+__all__ = ["FactWrite", "StoredFact", "entity_key", "fact_id_for", "Edge", "Subgraph", "Seed", "RelationKey"]
 
 _SPACE = re.compile(r"\s+")
+# a relation as followed from an entity: (predicate, forward: the entity is the fact's subject)
+RelationKey = tuple[str, bool]
 
 
 def entity_key(name: str) -> str:

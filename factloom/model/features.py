@@ -18,7 +18,7 @@ import numpy.typing as npt
 import torch
 from torch_geometric.data import Batch, Data
 
-from factloom.graph.types import Edge, Subgraph
+from factloom.graph.types import Edge, RelationKey, Subgraph
 
 __all__ = ["RelationKey", "Sample", "RelationFeatures", "humanise", "make_sample", "collate", "Collated",
            "question_features", "question_inputs", "questions_inputs", "question_tensors", "weak_relations",
@@ -30,7 +30,6 @@ SEGMENTS = 0
 _POSSESSIVE = re.compile(r"\s*'s\b\s*")
 
 Encode = Callable[[list[str]], npt.NDArray[np.float32]]
-RelationKey = tuple[str, bool]
 
 
 def humanise(predicate: str) -> str:
