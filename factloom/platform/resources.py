@@ -34,13 +34,6 @@ class Resources:
         """The sentence model, loaded on first use (a few seconds) and shared by all requests."""
         with self._lock:
             if self._embedder is None:
-                if self.settings.query_torch_threads:
-                    import torch
-
-                    # the API's models run on one batcher thread beside the request threads and a
-                    # local Neo4j; two intra-op threads spin on a core the others need (2 cores,
-                    # 8 clients: 48 → 56 questions/s with one)
-                    torch.set_num_threads(self.settings.query_torch_threads)
                 self._embedder = Embedder(self.settings.embedder_path or None, device=self.settings.device)
             return self._embedder
 

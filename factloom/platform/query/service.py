@@ -2,8 +2,8 @@
 
 Blocking throughout (Neo4j driver, the model): the route is a plain ``def``, so FastAPI runs it in
 its threadpool and the event loop stays free. With learned models, retrieval and the models run on
-the engine's batcher thread, so concurrent questions share one model call and one store round trip
-per hop; the ``retrieve`` timing is then that batch's retrieval.
+the engine's batcher thread, so concurrent questions share one model call and the store round trips
+of each hop; the ``retrieve`` timing is then that batch's retrieval.
 """
 
 from __future__ import annotations
