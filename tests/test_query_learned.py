@@ -73,6 +73,28 @@ def test_learned_answers_with_paths_whose_facts_exist(api: httpx.Client, store: 
     assert base["model_versions"]["reasoner"].startswith("pathrank")
 
 
+def test_reasoner_learns_on_the_graphs_the_router_retrieves(store: Neo4jStore, db: Database,
+                                                            trained: dict[str, str]) -> None:
+    from factloom.ledger.tables import ModelVersion
+    from factloom.model.train._common import active_router, prepare
+
+    with db.session() as session:
+        assert session.get(ModelVersion, trained["router"]).metrics["retrieval"] == "k-hop"  # type: ignore[union-attr]
+        assert session.get(ModelVersion, trained["reasoner"]).metrics["retrieval"] == "guided"  # type: ignore[union-attr]
+    router = active_router(db, KB)
+    assert router is not None and router.can_plan
+    qas = [QA("what is the birthplace of [anna] 's husband 's father", ["dover"], "family")]
+    embedder = Embedder(None, device="cpu")
+    (khop,) = prepare(store, embedder, KB, qas, show=False)
+    (guided,) = prepare(store, embedder, KB, qas, show=False, router=router)
+    khop_ids, guided_ids = {e.fact_id for e in khop.edges}, {e.fact_id for e in guided.edges}
+    # only the relations the router follows: fewer facts, the answer and its 3-hop path still there
+    assert guided_ids < khop_ids
+    assert guided.answers and [guided.nodes[i] for i in guided.answers] == [khop.nodes[i] for i in khop.answers]
+    assert guided.relations == [("spouse", True), ("parents", True), ("place_of_birth", True)]
+    assert active_router(db, "no-such-kb") is None
+
+
 def test_rejected_and_pending_facts_never_in_a_learned_path(api: httpx.Client, db: Database,
                                                            trained: dict[str, str]) -> None:
     from factloom.platform.ingest import service as ingest

@@ -90,6 +90,41 @@ def test_flow_conv_shapes() -> None:
     assert out.tolist() == [0.0, 0.5, 1.0]  # clamped at 1
 
 
+def test_max_readout_ranks_the_strongest_path_not_the_most_paths() -> None:
+    # node 4 is reached by three weakly attended facts, node 5 by one strongly attended fact
+    x = torch.tensor([0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0])
+    edges = torch.tensor([[1, 2, 3, 6], [4, 4, 4, 5]])
+    weights = torch.tensor([0.4, 0.4, 0.4, 0.9])
+    summed = RelationFlowConv()(x, edges, weights)
+    best = RelationFlowConv(aggr="max")(x, edges, weights)
+    assert summed[4] > summed[5]  # 1.2 clamped to 1 beats 0.9
+    assert best[4].item() == pytest.approx(0.4) and best[5].item() == pytest.approx(0.9)
+    with pytest.raises(ValueError, match="aggr"):
+        RelationFlowConv(aggr="mean")
+
+
+def test_reasoner_trains_adding_and_answers_with_its_readout(samples: list, embedder: Embedder,  # type: ignore[no-untyped-def,type-arg]
+                                                            tmp_path) -> None:
+    c = collate(samples, RelationFeatures(embedder.encode))
+    torch.manual_seed(0)
+    model = PathReasoner(ReasonerConfig(hidden=32))
+    assert model.config.readout == "max"
+    model.eval()
+    answering = model(c).hops
+    model.readout = RelationFlowConv()  # what training reads: the clamped sum
+    adding = model(c).hops
+    model.train()
+    for module in model.modules():  # no dropout, so that only the aggregation differs
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    training = model(c).hops
+    assert all(torch.allclose(a, t) for a, t in zip(adding, training, strict=True))
+    assert any(not torch.allclose(a, m) for a, m in zip(adding, answering, strict=True))
+    # reasoners trained before the readout answer as they were trained
+    old = saved_without(PathReasoner(ReasonerConfig(hidden=32)), "readout", tmp_path / "old.pt")
+    assert isinstance(old, PathReasoner) and old.config.readout == "add"
+
+
 def test_layer_shapes(samples: list, embedder: Embedder) -> None:  # type: ignore[type-arg]
     c = collate(samples[:2], RelationFeatures(embedder.encode))
     n, e = c.batch.num_nodes, c.batch.edge_index.shape[1]

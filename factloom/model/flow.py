@@ -14,9 +14,12 @@ class RelationFlowConv(MessagePassing):
     Shi et al. 2021, https://arxiv.org/abs/2104.07302).
 
     .. math::
-        x'_v = \min\Big(1,\; \sum_{(u, r, v) \in \mathcal{E}} x_u \, w_{(u, r, v)}\Big)
+        x'_v = \min\Big(1,\; \bigoplus_{(u, r, v) \in \mathcal{E}} x_u \, w_{(u, r, v)}\Big)
 
-    where :math:`w \in [0, 1]` is the question's attention on the edge's relation at this hop.
+    where :math:`w \in [0, 1]` is the question's attention on the edge's relation at this hop and
+    :math:`\oplus` is ``aggr``: ``"add"`` (TransferNet) or ``"max"``, the strongest single path.
+    A sum saturates: an entity reached by many weakly attended facts ("the years of the films
+    sharing a genre with X", thousands of them) ties at 1 with one reached along the asked relations.
     No parameters: all learning is in the weights handed in.
 
     Shapes:
@@ -24,8 +27,10 @@ class RelationFlowConv(MessagePassing):
         - **output:** ``(N,)``
     """
 
-    def __init__(self) -> None:
-        super().__init__(aggr="add")
+    def __init__(self, aggr: str = "add") -> None:
+        if aggr not in ("add", "max"):
+            raise ValueError(f"aggr must be 'add' or 'max', not {aggr!r}")
+        super().__init__(aggr=aggr)
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor) -> Tensor:
         out = self.propagate(edge_index, x=x.unsqueeze(-1), edge_weight=edge_weight)  # (N, 1)

@@ -18,7 +18,7 @@ from factloom.model.precision import PrecisionPolicy
 from factloom.model.reasoner import PathReasoner, ReasonerConfig, decode_answers
 from factloom.model.router import RelationPlan, RelationRouter, RouterConfig, select_subgraphs
 
-__all__ = ["LearnedPipeline", "Result", "save_model", "load_model"]
+__all__ = ["LearnedPipeline", "Result", "save_model", "load_model", "plan_relations", "relation_vocabulary"]
 
 
 def save_model(model: RelationRouter | PathReasoner, path: Path, **meta: Any) -> None:
@@ -40,12 +40,38 @@ def load_model(path: Path) -> RelationRouter | PathReasoner:
         blob["config"].setdefault("top_k", 0)  # routers from before top-k routing: threshold only
     else:
         blob["config"].setdefault("seed_gate", False)  # reasoners from before the seed gate
+        blob["config"].setdefault("readout", "add")  # reasoners from before the max readout
     if blob["kind"] == "router":
         model = RelationRouter(RouterConfig(**blob["config"]))
     else:
         model = PathReasoner(ReasonerConfig(**blob["config"]))
     model.load_state_dict(blob["state"])
     return model.eval()
+
+
+def relation_vocabulary(features: RelationFeatures, predicates: Sequence[str],
+                        device: str = "cpu") -> tuple[list[RelationKey], torch.Tensor]:
+    """Every relation key of ``predicates`` (both directions) and their feature rows ``(R, D + 1)``."""
+    keys: list[RelationKey] = [(p, forward) for p in predicates for forward in (True, False)]
+    return keys, features.matrix(keys).to(device)
+
+
+@torch.no_grad()
+def plan_relations(router: RelationRouter, qvecs: Sequence[npt.NDArray[np.float32]],
+                   qtoks: Sequence[npt.NDArray[np.float32] | None],
+                   vocabulary: tuple[list[RelationKey], torch.Tensor] | None, *, max_hops: int, keep: int = 5,
+                   mass: float = 0.99, device: str = "cpu") -> RelationPlan:
+    """The router's per-hop relation scores over a kb's relation ``vocabulary``
+    (:func:`relation_vocabulary`) from the questions alone, in fp32 (a few questions, one small
+    matrix); retrieval then follows each hop's chosen relations
+    (:meth:`~factloom.model.router.RelationPlan.choose`). Serving and the reasoner's training
+    graphs (:func:`~factloom.model.train.prepare` with a router) plan alike."""
+    if vocabulary is None:  # a kb without facts
+        return RelationPlan([], torch.zeros(len(qvecs), max_hops, 0), [max_hops] * len(qvecs), keep, mass)
+    qvec, qtok, qmask = question_tensors(qvecs, qtoks)
+    keys, rel_feat = vocabulary
+    return router.plan(qvec.to(device), qtok.to(device), qmask.to(device), rel_feat, keys,
+                       keep=keep, mass=mass, max_hops=max_hops)
 
 
 @dataclass
@@ -100,23 +126,17 @@ class LearnedPipeline:
     def plan(self, qvecs: Sequence[npt.NDArray[np.float32]], qtoks: Sequence[npt.NDArray[np.float32] | None],
              predicates: Sequence[str], *, max_hops: int, keep: int = 5, mass: float = 0.99) -> RelationPlan:
         """The router's per-hop relation scores over the kb's ``predicates`` (both directions) from
-        the questions alone, in fp32 (a few questions, one small matrix); retrieval then follows
-        each hop's chosen relations (:meth:`~factloom.model.router.RelationPlan.choose`)."""
+        the questions alone (:func:`plan_relations`, the kb's relation features cached)."""
         assert self.router is not None
-        qvec, qtok, qmask = question_tensors(qvecs, qtoks)
-        if not predicates:
-            return RelationPlan([], torch.zeros(len(qvecs), max_hops, 0), [max_hops] * len(qvecs), keep, mass)
-        keys, rel_feat = self._vocabulary(tuple(predicates))
-        return self.router.plan(qvec.to(self.device), qtok.to(self.device), qmask.to(self.device), rel_feat, keys,
-                                keep=keep, mass=mass, max_hops=max_hops)
+        return plan_relations(self.router, qvecs, qtoks, self._vocabulary(tuple(predicates)) if predicates else None,
+                              max_hops=max_hops, keep=keep, mass=mass, device=self.device)
 
     def _vocabulary(self, predicates: tuple[str, ...]) -> tuple[list[RelationKey], torch.Tensor]:
         # one kb's relation keys and their features, kept while its predicate list is unchanged
         # (a PathQuestion kb has 363 predicates: rebuilding the matrix per batch cost ~5 ms)
         hit = self._vocab.get(predicates)
         if hit is None:
-            keys: list[RelationKey] = [(p, forward) for p in predicates for forward in (True, False)]
-            hit = (keys, self.features.matrix(keys).to(self.device))
+            hit = relation_vocabulary(self.features, predicates, self.device)
             if len(self._vocab) >= 8:
                 self._vocab.pop(next(iter(self._vocab)))
             self._vocab[predicates] = hit

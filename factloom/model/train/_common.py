@@ -17,7 +17,7 @@ import torch
 from tqdm import tqdm
 
 from factloom.graph.linking import link_entities, strip_mentions
-from factloom.graph.retrieval import k_hop_subgraph
+from factloom.graph.retrieval import guided_subgraphs, k_hop_subgraph, kb_predicates
 from factloom.graph.store import Neo4jStore
 from factloom.model.embedder import Embedder
 from factloom.model.features import (
@@ -28,6 +28,7 @@ from factloom.model.features import (
     path_reaches,
     weak_relations,
 )
+from factloom.model.pipeline import load_model, plan_relations, relation_vocabulary, save_model
 from factloom.model.reasoner import PathReasoner, ReasonerConfig, decode_answers
 from factloom.model.router import RelationRouter, RouterConfig
 
@@ -106,25 +107,51 @@ def load_jsonl(path: Path) -> list[QA]:
 
 
 def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *, hops: int = 3,
-            max_edges: int = 5000, show: bool = True, desc: str = "subgraphs") -> list[Sample]:
-    """One training sample per question whose topic links: its k-hop subgraph from the store."""
-    out = []
+            max_edges: int = 5000, show: bool = True, desc: str = "subgraphs",
+            router: RelationRouter | None = None, features: RelationFeatures | None = None,
+            batch_size: int = 64) -> list[Sample]:
+    """One training sample per question whose topic links: its subgraph from the store.
+
+    Without a ``router`` the subgraph is the seeds' k-hop neighbourhood, cut at ``max_edges``.
+    With a router that can plan, it is what serving retrieves: the relations the router picks hop
+    by hop (:func:`~factloom.graph.retrieval.guided_subgraphs`), so the reasoner learns on the graphs
+    it will read. On MetaQA's 3-hop questions the k-hop cut keeps only a few facts of each
+    film two hops out: the answers and the question's relation path are mostly missing from it.
+    """
+    if router is not None and not router.can_plan:
+        router = None
     names = sorted({a for qa in qas for a in qa.answers})
     ids = store.resolve(kb, names) if names else {}
-    # paraphrases share their topic entity: one subgraph per seed set
-    graphs: dict[tuple[str, ...], Any] = {}
     linked = []
-    for qa in tqdm(qas, desc=desc, unit="q", disable=not show):
+    for qa in tqdm(qas, desc=f"{desc}: linking", unit="q", disable=not show):
         seeds = link_entities(store, kb=kb, question=qa.question, vector=None, limit=3)
-        if not seeds:
-            continue
-        key = tuple(s.entity_id for s in seeds)
-        if key not in graphs:
-            graphs[key] = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges)
-        linked.append((qa, seeds, graphs[key]))
-    texts = [strip_mentions(qa.question, [s.name for s in seeds]) or qa.question for qa, seeds, _ in linked]
+        if seeds:
+            linked.append((qa, seeds))
+    texts = [strip_mentions(qa.question, [s.name for s in seeds]) or qa.question for qa, seeds in linked]
     encoded = [x for i in range(0, len(texts), 256) for x in embedder.encode_with_tokens(texts[i:i + 256])]
-    for (qa, _, graph), (qvec, qtok) in zip(linked, encoded, strict=True):
+    graphs: list[Any] = [None] * len(linked)
+    if router is not None:
+        vocabulary = relation_vocabulary(features or RelationFeatures(embedder.encode), kb_predicates(store, kb))
+        for start in tqdm(range(0, len(linked), batch_size), desc=f"{desc}: guided retrieval", unit="batch",
+                          disable=not show):
+            part = range(start, min(start + batch_size, len(linked)))
+            plan = plan_relations(router, [encoded[i][0] for i in part], [encoded[i][1] for i in part], vocabulary,
+                                  max_hops=hops)
+            found = guided_subgraphs(store, kb=kb, seeds=[linked[i][1] for i in part], choose=plan.choose,
+                                     hops=hops, max_edges=max_edges)
+            for i, g in zip(part, found, strict=True):
+                graphs[i] = g if g.edges else None  # nothing followed: k-hop, as serving does
+    # paraphrases share their topic entity: one k-hop subgraph per seed set
+    by_seeds: dict[tuple[str, ...], Any] = {}
+    quiet = not show or router is not None
+    for i, (_, seeds) in enumerate(tqdm(linked, desc=f"{desc}: k-hop", unit="q", disable=quiet)):
+        if graphs[i] is None:
+            key = tuple(s.entity_id for s in seeds)
+            if key not in by_seeds:
+                by_seeds[key] = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges)
+            graphs[i] = by_seeds[key]
+    out = []
+    for (qa, _), graph, (qvec, qtok) in zip(linked, graphs, encoded, strict=True):
         sample = make_sample(qa.question, qvec, graph, [ids[a] for a in qa.answers if a in ids], qtok=qtok,
                              relations=[(r, True) for r in qa.relations])
         if sample.relations and not path_reaches(sample, sample.relations):
@@ -242,28 +269,51 @@ def jobs_for(args: argparse.Namespace) -> list[Job]:
     return list(jobs.values())
 
 
+def active_router(db: Any, kb: str) -> RelationRouter | None:
+    """The kb's active router in the registry, loaded (``None`` when there is none)."""
+    from sqlalchemy import select
+
+    from factloom.ledger.tables import ModelVersion
+
+    with db.session() as session:
+        rows = session.scalars(select(ModelVersion)
+                               .where(ModelVersion.kind == "router", ModelVersion.status == "active")
+                               .order_by(ModelVersion.created_at.desc())).all()
+        artefact = next((row.artefact for row in rows if (row.metrics or {}).get("kb") == kb), None)
+    model = load_model(Path(artefact)) if artefact else None
+    return model if isinstance(model, RelationRouter) else None
+
+
 def train_kb(kinds: Sequence[str], *, store: Neo4jStore, embedder: Embedder, db: Any, home: Path, job: Job,
              epochs: int, seed: int = 0, show: bool = True) -> dict[str, str]:
-    """Train (and register) each of ``kinds`` for one kb; returns kind → version."""
+    """Train (and register) each of ``kinds`` for one kb; returns kind → version.
+
+    The router learns on k-hop subgraphs; the reasoner on what the kb's active router (the one
+    just trained, when ``kinds`` holds both) retrieves for each question, as at serving."""
     entities, facts = store.count(job.kb)
     if not facts:
         raise SystemExit(f"kb {job.kb!r} holds no facts: load it first (factloom ingest FILE --kb {job.kb})")
     features = RelationFeatures(embedder.encode)
-    train = prepare(store, embedder, job.kb, job.train, show=show, desc=f"{job.kb} train subgraphs")
-    dev = prepare(store, embedder, job.kb, job.dev, show=show, desc=f"{job.kb} dev subgraphs")
+    samples: dict[str, tuple[list[Sample], list[Sample]]] = {}
     versions = {}
     for kind in kinds:
+        router = active_router(db, job.kb) if kind == "reasoner" else None
+        retrieval = "guided" if router is not None and router.can_plan else "k-hop"
+        if retrieval not in samples:
+            train, dev = (prepare(store, embedder, job.kb, qas, show=show, desc=f"{job.kb} {part} ({retrieval})",
+                                  router=router, features=features)
+                          for part, qas in (("train", job.train), ("dev", job.dev)))
+            samples[retrieval] = (train, dev)
+        train, dev = samples[retrieval]
         t0 = time.perf_counter()
         model: RelationRouter | PathReasoner = RelationRouter(RouterConfig()) if kind == "router" \
             else PathReasoner(ReasonerConfig())
         losses = fit(model, train, features, epochs=epochs, seed=seed, show=show, desc=f"{kind} {job.kb}")
         metrics: dict[str, Any] = {"sets": job.sets, "train_questions": len(train), "epochs": epochs,
-                                   "final_loss": round(losses[-1], 5) if losses else None,
+                                   "retrieval": retrieval, "final_loss": round(losses[-1], 5) if losses else None,
                                    "train_seconds": round(time.perf_counter() - t0, 1)}
         if isinstance(model, PathReasoner):
             metrics["dev_hits_at_1"] = round(hits_at_1(model, dev, features), 4)
-        from factloom.model.pipeline import save_model
-
         artefact = home / "models" / f"{kind}-{job.kb}-{int(time.time())}.pt"
         save_model(model, artefact, kb=job.kb, metrics=metrics)
         versions[kind] = register(db, kind=kind, kb=job.kb, artefact=artefact, metrics=metrics)
