@@ -30,7 +30,7 @@ from factloom.model.reasoner import (
     relation_path_loss,
 )
 from factloom.model.router import RelationRouter, RouterConfig
-from factloom.model.train._common import fit
+from factloom.model.train._common import choose_readout, fit
 
 FACTS = [
     ("anna", "spouse", "bob"), ("bob", "parents", "carl"), ("carl", "place_of_birth", "dover"),
@@ -214,6 +214,20 @@ def test_pooled_question_still_loads(samples: list, embedder: Embedder, tmp_path
     bare = make_sample("q", samples[0].qvec, graph("anna"), [IDS["york"]])
     c2 = collate([bare, samples[1]], RelationFeatures(embedder.encode))
     assert c2.qmask[0].sum() == 1 and torch.equal(c2.qtok[0, 0], torch.from_numpy(samples[0].qvec))
+
+
+def test_training_keeps_the_readout_that_answers_its_questions(trained: tuple, samples: list,  # type: ignore[no-untyped-def,type-arg]
+                                                               tmp_path) -> None:
+    _, reasoner, features = trained
+    try:
+        # the tiny graph's questions are answered either way: a tie keeps the trained aggregation
+        assert choose_readout(reasoner, samples, features) == {"add": 1.0, "max": 1.0}
+        assert reasoner.config.readout == "add" and reasoner.readout.aggr == "add"
+        save_model(reasoner, tmp_path / "r.pt")
+        loaded = load_model(tmp_path / "r.pt")
+        assert isinstance(loaded, PathReasoner) and loaded.readout.aggr == "add"
+    finally:
+        reasoner.set_readout("max")
 
 
 def test_learns_two_and_three_hop_with_paths(trained: tuple, samples: list, tmp_path) -> None:  # type: ignore[no-untyped-def,type-arg]

@@ -33,7 +33,7 @@ from factloom.model.reasoner import PathReasoner, ReasonerConfig, decode_answers
 from factloom.model.router import RelationRouter, RouterConfig
 
 __all__ = ["QA", "PATHQUESTION_SETS", "PQ_KB_FILES", "load_questions", "prepare", "fit", "hits_at_1",
-           "register", "parse_args", "train_main", "kb_for"]
+           "register", "parse_args", "train_main", "kb_for", "choose_readout", "active_router"]
 
 PATHQUESTION_SETS = ("PQ-2H", "PQ-3H", "PQL-2H", "PQL-3H")
 PQ_KB_FILES = {"PQ-2H": "2H-kb.txt", "PQ-3H": "3H-kb.txt", "PQL-2H": "PQL2-KB.txt", "PQL-3H": "PQL3-KB.txt"}
@@ -211,6 +211,21 @@ def hits_at_1(reasoner: PathReasoner, samples: Sequence[Sample], features: Relat
     return hits / len(samples)
 
 
+def choose_readout(reasoner: PathReasoner, samples: Sequence[Sample], features: RelationFeatures, *,
+                   limit: int = 1000, seed: int = 0) -> dict[str, float]:
+    """Give ``reasoner`` the readout (``add`` or ``max``) with the better hits@1 on up to ``limit``
+    of its training ``samples`` (a tie keeps ``add``, the aggregation it was trained with); returns
+    both scores. Selection on training questions leaves the dev split untouched."""
+    usable = [s for s in samples if s.answers]
+    chosen = random.Random(seed).sample(usable, min(limit, len(usable)))
+    scores = {}
+    for readout in ("add", "max"):
+        reasoner.set_readout(readout)
+        scores[readout] = round(hits_at_1(reasoner, chosen, features), 4)
+    reasoner.set_readout("max" if scores["max"] > scores["add"] else "add")
+    return scores
+
+
 def register(db: Any, *, kind: str, kb: str, artefact: Path, metrics: dict[str, Any]) -> str:
     """Register ``artefact`` as the active ``kind`` for ``kb``; the previous active one retires."""
     from sqlalchemy import select
@@ -313,6 +328,8 @@ def train_kb(kinds: Sequence[str], *, store: Neo4jStore, embedder: Embedder, db:
                                    "retrieval": retrieval, "final_loss": round(losses[-1], 5) if losses else None,
                                    "train_seconds": round(time.perf_counter() - t0, 1)}
         if isinstance(model, PathReasoner):
+            metrics["train_hits_at_1_by_readout"] = choose_readout(model, train, features, seed=seed)
+            metrics["readout"] = model.config.readout
             metrics["dev_hits_at_1"] = round(hits_at_1(model, dev, features), 4)
         artefact = home / "models" / f"{kind}-{job.kb}-{int(time.time())}.pt"
         save_model(model, artefact, kb=job.kb, metrics=metrics)
