@@ -20,7 +20,7 @@ from _common import DEFAULT_DATA, REPO, client, percentile, write_result
 
 from factloom.config import get_settings
 from factloom.graph import Neo4jStore
-from factloom.ledger import Database
+from factloom.ledger import Database, active_versions
 from factloom.model.embedder import Embedder
 from factloom.model.train._common import (
     METAQA_SETS,
@@ -68,14 +68,7 @@ def accept_review(api: Any, kb: str) -> dict[str, int]:
 
 
 def has_models(db: Database, kb: str) -> bool:
-    from sqlalchemy import select
-
-    from factloom.ledger.tables import ModelVersion
-
-    with db.session() as s:
-        rows = s.scalars(select(ModelVersion).where(ModelVersion.kind == "reasoner",
-                                                    ModelVersion.status == "active")).all()
-        return any((r.metrics or {}).get("kb") == kb for r in rows)
+    return ("reasoner", kb) in active_versions(db, ("reasoner",))
 
 
 def ask_all(api: Any, qas: list[QA], kb: str, reasoner: str, clients: int, subgraph: bool) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from factloom.ledger.db import Database
+from factloom.ledger.registry import active_versions
 from factloom.ledger.tables import (
     ApiKey,
     AuditEvent,
@@ -17,5 +18,5 @@ from factloom.ledger.tables import (
 
 __all__ = [
     "ApiKey", "AuditEvent", "Base", "CheckResult", "Database", "FactSubmission", "IngestBatch",
-    "ModelVersion", "ReviewDecision", "Status",
+    "ModelVersion", "ReviewDecision", "Status", "active_versions",
 ]

@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-
-from factloom.ledger import Database, ModelVersion
+from factloom.ledger import Database, active_versions
 
 __all__ = ["Active", "ActiveModels"]
 
@@ -75,15 +73,4 @@ class ActiveModels:
             return Active(version, self._loaded[version])
 
     def _read(self) -> dict[tuple[str, str], tuple[str, str]]:
-        out: dict[tuple[str, str], tuple[str, str]] = {}
-        with self.db.session() as session:
-            rows = session.execute(
-                select(ModelVersion.id, ModelVersion.kind, ModelVersion.artefact, ModelVersion.metrics)
-                .where(ModelVersion.kind.in_(list(self.loaders)), ModelVersion.status == "active")
-                .order_by(ModelVersion.created_at.desc())
-            ).all()
-        for version, kind, artefact, metrics in rows:
-            kb = (metrics or {}).get("kb")
-            if kb is not None:
-                out.setdefault((kind, str(kb)), (version, artefact))  # the newest active one wins
-        return out
+        return active_versions(self.db, self.loaders)

@@ -19,6 +19,7 @@ from tqdm import tqdm
 from factloom.graph.linking import link_entities, strip_mentions
 from factloom.graph.retrieval import guided_subgraphs, k_hop_subgraph, kb_predicates
 from factloom.graph.store import Neo4jStore
+from factloom.ledger import active_versions
 from factloom.model.embedder import Embedder
 from factloom.model.features import (
     RelationFeatures,
@@ -286,16 +287,8 @@ def jobs_for(args: argparse.Namespace) -> list[Job]:
 
 def active_router(db: Any, kb: str) -> RelationRouter | None:
     """The kb's active router in the registry, loaded (``None`` when there is none)."""
-    from sqlalchemy import select
-
-    from factloom.ledger.tables import ModelVersion
-
-    with db.session() as session:
-        rows = session.scalars(select(ModelVersion)
-                               .where(ModelVersion.kind == "router", ModelVersion.status == "active")
-                               .order_by(ModelVersion.created_at.desc())).all()
-        artefact = next((row.artefact for row in rows if (row.metrics or {}).get("kb") == kb), None)
-    model = load_model(Path(artefact)) if artefact else None
+    found = active_versions(db, ("router",)).get(("router", kb))
+    model = load_model(Path(found[1])) if found else None
     return model if isinstance(model, RelationRouter) else None
 
 

@@ -19,15 +19,13 @@ from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import select
 
 from factloom.config import Settings
 from factloom.graph import Neo4jStore
 from factloom.graph.retrieval import guided_subgraphs, k_hop_subgraph, kb_predicates
 from factloom.graph.store import check_kb
 from factloom.graph.types import Seed, Subgraph
-from factloom.ledger import Database
-from factloom.ledger.tables import ModelVersion
+from factloom.ledger import Database, active_versions
 from factloom.model.batching import DynamicBatcher
 from factloom.model.embedder import Embedder, resolve_device
 from factloom.model.features import RelationFeatures, make_sample, questions_inputs
@@ -108,17 +106,8 @@ class QueryEngine:
             return loaded
 
     def _active(self, kb: str) -> dict[str, tuple[str, str] | None]:
-        out: dict[str, tuple[str, str] | None] = {"router": None, "reasoner": None}
-        with self.db.session() as session:
-            rows = session.scalars(
-                select(ModelVersion).where(ModelVersion.kind.in_(["router", "reasoner"]),
-                                           ModelVersion.status == "active")
-                .order_by(ModelVersion.created_at.desc())
-            ).all()
-            for row in rows:
-                if (row.metrics or {}).get("kb") == kb and out.get(row.kind) is None:
-                    out[row.kind] = (row.id, row.artefact)
-        return out
+        active = active_versions(self.db, ("router", "reasoner"))
+        return {kind: active.get((kind, kb)) for kind in ("router", "reasoner")}
 
     def _load(self, versions: dict[str, tuple[str, str] | None]) -> Loaded:
         from pathlib import Path
