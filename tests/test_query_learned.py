@@ -79,7 +79,6 @@ def test_reasoner_learns_on_the_graphs_the_router_retrieves(store: Neo4jStore, d
     from factloom.model.train._common import active_router, prepare
 
     with db.session() as session:
-        # the kb's first router: no router before it whose graphs it could learn beside
         assert session.get(ModelVersion, trained["router"]).metrics["retrieval"] == "k-hop"  # type: ignore[union-attr]
         assert session.get(ModelVersion, trained["reasoner"]).metrics["retrieval"] == "guided"  # type: ignore[union-attr]
     router = active_router(db, KB)
@@ -94,26 +93,6 @@ def test_reasoner_learns_on_the_graphs_the_router_retrieves(store: Neo4jStore, d
     assert guided.answers and [guided.nodes[i] for i in guided.answers] == [khop.nodes[i] for i in khop.answers]
     assert guided.relations == [("spouse", True), ("parents", True), ("place_of_birth", True)]
     assert active_router(db, "no-such-kb") is None
-
-
-def test_a_new_router_learns_beside_the_previous_routers_graphs(store: Neo4jStore, db: Database,
-                                                                trained: dict[str, str]) -> None:
-    from factloom.model.train._common import active_router, prepare
-
-    router = active_router(db, KB)
-    assert router is not None
-    # a 3-hop question without a gold path, and a k-hop budget that cuts the graph before the answer
-    qas = [QA("what is the birthplace of [anna] 's husband 's father", ["dover"], "3hop")]
-    embedder = Embedder(None, device="cpu")
-    (alone,) = prepare(store, embedder, KB, qas, show=False, max_edges=6)
-    (both,) = prepare(store, embedder, KB, qas, show=False, max_edges=6, router=router, graphs="k-hop+guided")
-    assert not alone.answers and alone.relations == []  # the cut graph teaches nothing
-    # every fact of the k-hop graph (its relations to choose from), and the previous router's path
-    assert {e.fact_id for e in alone.edges} < {e.fact_id for e in both.edges}
-    assert [both.names[both.nodes[i]] for i in both.answers] == ["dover"]
-    assert both.relations == [("spouse", True), ("parents", True), ("place_of_birth", True)]
-    with pytest.raises(ValueError, match="graphs must be"):
-        prepare(store, embedder, KB, qas, show=False, router=router, graphs="all")
 
 
 def test_rejected_and_pending_facts_never_in_a_learned_path(api: httpx.Client, db: Database,

@@ -19,7 +19,6 @@ from tqdm import tqdm
 from factloom.graph.linking import link_entities, strip_mentions
 from factloom.graph.retrieval import guided_subgraphs, k_hop_subgraph, kb_predicates
 from factloom.graph.store import Neo4jStore
-from factloom.graph.types import Subgraph
 from factloom.ledger import active_versions
 from factloom.model.embedder import Embedder
 from factloom.model.features import (
@@ -111,23 +110,15 @@ def load_jsonl(path: Path) -> list[QA]:
 def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *, hops: int = 3,
             max_edges: int = 5000, show: bool = True, desc: str = "subgraphs",
             router: RelationRouter | None = None, features: RelationFeatures | None = None,
-            batch_size: int = 64, graphs: str = "guided") -> list[Sample]:
+            batch_size: int = 64) -> list[Sample]:
     """One training sample per question whose topic links: its subgraph from the store.
 
     Without a ``router`` the subgraph is the seeds' k-hop neighbourhood, cut at ``max_edges``.
-    With a router that can plan and ``graphs="guided"``, it is what serving retrieves: the
-    relations the router picks hop by hop (:func:`~factloom.graph.retrieval.guided_subgraphs`), so
-    the reasoner learns on the graphs it will read. On MetaQA's 3-hop questions the k-hop cut keeps
-    only a few facts of each film two hops out: the answers and the question's relation path are
-    mostly missing from it.
-
-    ``graphs="k-hop+guided"`` (a new router learning beside the previous one): the k-hop graph
-    with the router's guided graph added, so the relation softmax still chooses among every
-    relation around the seeds while the answers and the whole path the previous router followed
-    are there to learn from (weak paths, :func:`weak_relations`, are read from the union).
+    With a router that can plan, it is what serving retrieves: the relations the router picks hop
+    by hop (:func:`~factloom.graph.retrieval.guided_subgraphs`), so the reasoner learns on the graphs
+    it will read. On MetaQA's 3-hop questions the k-hop cut keeps only a few facts of each
+    film two hops out: the answers and the question's relation path are mostly missing from it.
     """
-    if graphs not in ("guided", "k-hop+guided"):
-        raise ValueError(f"graphs must be 'guided' or 'k-hop+guided', not {graphs!r}")
     if router is not None and not router.can_plan:
         router = None
     names = sorted({a for qa in qas for a in qa.answers})
@@ -139,7 +130,7 @@ def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *
             linked.append((qa, seeds))
     texts = [strip_mentions(qa.question, [s.name for s in seeds]) or qa.question for qa, seeds in linked]
     encoded = [x for i in range(0, len(texts), 256) for x in embedder.encode_with_tokens(texts[i:i + 256])]
-    guided: list[Any] = [None] * len(linked)
+    graphs: list[Any] = [None] * len(linked)
     if router is not None:
         vocabulary = relation_vocabulary(features or RelationFeatures(embedder.encode), kb_predicates(store, kb))
         for start in tqdm(range(0, len(linked), batch_size), desc=f"{desc}: guided retrieval", unit="batch",
@@ -150,21 +141,18 @@ def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *
             found = guided_subgraphs(store, kb=kb, seeds=[linked[i][1] for i in part], choose=plan.choose,
                                      hops=hops, max_edges=max_edges)
             for i, g in zip(part, found, strict=True):
-                guided[i] = g if g.edges else None  # nothing followed: k-hop, as serving does
+                graphs[i] = g if g.edges else None  # nothing followed: k-hop, as serving does
     # paraphrases share their topic entity: one k-hop subgraph per seed set
     by_seeds: dict[tuple[str, ...], Any] = {}
-    chosen: list[Any] = []
-    for i, (_, seeds) in enumerate(tqdm(linked, desc=f"{desc}: k-hop", unit="q",
-                                        disable=not show or (router is not None and graphs == "guided"))):
-        if guided[i] is not None and graphs == "guided":
-            chosen.append(guided[i])
-            continue
-        key = tuple(s.entity_id for s in seeds)
-        if key not in by_seeds:
-            by_seeds[key] = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges)
-        chosen.append(_union(by_seeds[key], guided[i]) if guided[i] is not None else by_seeds[key])
+    quiet = not show or router is not None
+    for i, (_, seeds) in enumerate(tqdm(linked, desc=f"{desc}: k-hop", unit="q", disable=quiet)):
+        if graphs[i] is None:
+            key = tuple(s.entity_id for s in seeds)
+            if key not in by_seeds:
+                by_seeds[key] = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges)
+            graphs[i] = by_seeds[key]
     out = []
-    for (qa, _), graph, (qvec, qtok) in zip(linked, chosen, encoded, strict=True):
+    for (qa, _), graph, (qvec, qtok) in zip(linked, graphs, encoded, strict=True):
         sample = make_sample(qa.question, qvec, graph, [ids[a] for a in qa.answers if a in ids], qtok=qtok,
                              relations=[(r, True) for r in qa.relations])
         if sample.relations and not path_reaches(sample, sample.relations):
@@ -177,14 +165,6 @@ def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *
             sample.relations = weak_relations(sample, int(count.group(1)) if count else None)
         out.append(sample)
     return out
-
-
-def _union(first: Subgraph, second: Subgraph) -> Subgraph:
-    """``first``'s facts, then those of ``second`` it lacks (same seeds)."""
-    held = {e.fact_id for e in first.edges}
-    return Subgraph(seeds=first.seeds, names={**second.names, **first.names},
-                    edges=first.edges + [e for e in second.edges if e.fact_id not in held],
-                    truncated=first.truncated)
 
 
 def fit(model: RelationRouter | PathReasoner, samples: Sequence[Sample], features: RelationFeatures, *,
@@ -316,10 +296,8 @@ def train_kb(kinds: Sequence[str], *, store: Neo4jStore, embedder: Embedder, db:
              epochs: int, seed: int = 0, show: bool = True) -> dict[str, str]:
     """Train (and register) each of ``kinds`` for one kb; returns kind → version.
 
-    The reasoner learns on what the kb's active router (the one just trained, when ``kinds`` holds
-    both) retrieves for each question, as at serving. The router learns on k-hop subgraphs, with
-    what the kb's previous router retrieves added when there is one (``retrieval`` in the metrics
-    says which: ``k-hop``, ``k-hop+guided``, ``guided``)."""
+    The router learns on k-hop subgraphs; the reasoner on what the kb's active router (the one
+    just trained, when ``kinds`` holds both) retrieves for each question, as at serving."""
     entities, facts = store.count(job.kb)
     if not facts:
         raise SystemExit(f"kb {job.kb!r} holds no facts: load it first (factloom ingest FILE --kb {job.kb})")
@@ -327,13 +305,11 @@ def train_kb(kinds: Sequence[str], *, store: Neo4jStore, embedder: Embedder, db:
     samples: dict[str, tuple[list[Sample], list[Sample]]] = {}
     versions = {}
     for kind in kinds:
-        router = active_router(db, job.kb)
-        guided = router is not None and router.can_plan
-        retrieval = ("guided" if kind == "reasoner" else "k-hop+guided") if guided else "k-hop"
+        router = active_router(db, job.kb) if kind == "reasoner" else None
+        retrieval = "guided" if router is not None and router.can_plan else "k-hop"
         if retrieval not in samples:
             train, dev = (prepare(store, embedder, job.kb, qas, show=show, desc=f"{job.kb} {part} ({retrieval})",
-                                  router=router, features=features,
-                                  graphs="guided" if kind == "reasoner" else "k-hop+guided")
+                                  router=router, features=features)
                           for part, qas in (("train", job.train), ("dev", job.dev)))
             samples[retrieval] = (train, dev)
         train, dev = samples[retrieval]
