@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -280,6 +281,32 @@ def test_paths_may_go_round_a_self_loop(embedder: Embedder) -> None:
     top = decode_answers(c, out, top_k=1)[0][0]
     assert top.entity_id == ids["believe"]
     assert [[s.fact_id for s in p] for p in top.paths][0] == ["loop", "loop"]
+
+
+def test_paths_through_a_hub_are_found_without_revisiting_it(embedder: Embedder) -> None:
+    # MetaQA: "the genres of the films of X's genre" walks X → Drama → thousands of films → Drama;
+    # every such walk uses a film's one fact twice, so no distinct path exists, and the search must
+    # not look through Drama's in-edges once per film (this took seconds per question)
+    n = 3000
+    edges = [Edge("x", "e-x", "e-drama", "has_genre")] + [
+        Edge(f"f{i}", f"e-f{i}", "e-drama", "has_genre") for i in range(n)]
+    names = {"e-x": "x", "e-drama": "drama"} | {f"e-f{i}": f"film {i}" for i in range(n)}
+    g = Subgraph(seeds=[Seed("e-x", "x", 1.0, "exact")], names=names, edges=edges)
+    qvec, qtok = question_inputs(embedder, "what genres do the films of the genre of [x] have", ["x"])
+    c = collate([make_sample("q", qvec, g, ["e-x"], qtok=qtok)], RelationFeatures(embedder.encode))
+    forward = torch.tensor([c.keys[int(t)][1] for t in c.batch.edge_type], dtype=torch.float)
+    weights = torch.stack([forward, 1 - forward, forward], dim=1)  # (E, T): has_genre, its inverse, has_genre
+    conv, x, hops = RelationFlowConv(), c.batch.seed.float(), []
+    for t in range(3):
+        x = conv(x, c.batch.edge_index, weights[:, t])
+        hops.append(x)
+    out = ReasonerOutput(score=hops[2], weights=weights, hops=hops, stop=torch.tensor([[0.0, 0.0, 1.0]]))
+    started = time.perf_counter()
+    top = decode_answers(c, out, top_k=1)[0][0]
+    assert time.perf_counter() - started < 2.0  # 15 s when every film re-read Drama's in-edges
+    assert top.entity_id == "e-drama" and len(top.paths) == 3
+    ids = [[s.fact_id for s in p] for p in top.paths]
+    assert all(p[0] == "x" and p[1] == p[2] for p in ids), ids  # there and back along one fact
 
 
 def test_lexical_match_finds_the_relation_the_hop_reads() -> None:

@@ -296,20 +296,20 @@ def decode_answers(c: Collated, out: ReasonerOutput, *, top_k: int, paths_per_an
     """The ``top_k`` entities of each sample with their best supporting paths (a seed is an
     answer only when a path of at least one hop leads back to it)."""
     score = out.score.detach().float().cpu()
-    weights = out.weights.detach().float().cpu()
+    # plain lists: the backtracking reads single elements, which cost ~1 µs each from a tensor
+    weights = out.weights.detach().float().cpu().tolist()
     hops = [h.detach().float().cpu() for h in out.hops]
     stop = out.stop.detach().float().cpu()
-    ei = c.batch.edge_index.cpu()
+    src, dst = c.batch.edge_index.cpu().tolist()
     results: list[list[Answer]] = []
     for i, s in enumerate(c.samples):
         n0, n1 = c.node_offset[i], c.node_offset[i + 1]
         e0, e1 = c.edge_offset[i], c.edge_offset[i + 1]
         local = score[n0:n1].clone()
         order = torch.argsort(local, descending=True, stable=True)[:top_k].tolist()
-        incoming: dict[int, list[int]] = {}
+        walk = _Walk(src, weights, [h[n0:n1].tolist() for h in hops], n0, set(s.seeds))
         for e in range(e0, e1):
-            incoming.setdefault(int(ei[1, e]) - n0, []).append(e)
-        seeds = set(s.seeds)
+            walk.incoming.setdefault(dst[e] - n0, []).append(e)
         answers = []
         for v in order:
             if local[v] <= 0:
@@ -317,12 +317,11 @@ def decode_answers(c: Collated, out: ReasonerOutput, *, top_k: int, paths_per_an
             # the hop count that contributes most to this entity's score
             t_best = max(range(len(hops)),
                          key=lambda t: float(stop[i, t] * hops[t][n0 + v] / max(1e-6, float(hops[t][n0:n1].max()))))
-            paths = _backtrack(v, t_best, incoming, ei, weights, hops, n0, seeds, paths_per_answer)
+            paths = walk.paths(v, t_best, paths_per_answer, distinct=True)
             if not paths and paths_per_answer:
                 # the flow walks, it does not keep to simple paths: "the tracks of the tracks of
                 # Believe" goes round the self-loop "Believe tracks Believe" twice
-                paths = _backtrack(v, t_best, incoming, ei, weights, hops, n0, seeds, paths_per_answer,
-                                   distinct=False)
+                paths = walk.paths(v, t_best, paths_per_answer, distinct=False)
             steps = []
             for path in paths:
                 steps.append([_step(s, (e - e0) // 2) for e in path])
@@ -339,25 +338,49 @@ def _step(s: object, fact: int) -> PathStep:
                     names.get(e.target_id, e.target_id), e.sources)
 
 
-def _backtrack(v: int, t: int, incoming: dict[int, list[int]], ei: Tensor, weights: Tensor,
-               hops: list[Tensor], n0: int, seeds: set[int], limit: int, distinct: bool = True) -> list[list[int]]:
-    """Up to ``limit`` edge paths of ``t + 1`` hops from a seed to ``v``, strongest first; with
-    ``distinct`` each fact at most once."""
-    if t == 0:
-        first = [(float(weights[e, 0]), e) for e in incoming.get(v, []) if int(ei[0, e]) - n0 in seeds]
-        return [[e] for _, e in sorted(first, reverse=True)[:limit]]
-    cands: list[tuple[float, int, int]] = []
-    for e in incoming.get(v, []):
-        u = int(ei[0, e]) - n0
-        contribution = float(hops[t - 1][n0 + u] * weights[e, t])
-        if contribution > 1e-4:
-            cands.append((contribution, e, u))
-    out: list[list[int]] = []
-    for _, e, u in sorted(cands, reverse=True):
-        for prefix in _backtrack(u, t - 1, incoming, ei, weights, hops, n0, seeds, limit - len(out), distinct):
-            # a path uses each fact once (unless not distinct); it may end where it started (the answer is the seed)
-            if not distinct or e // 2 not in {x // 2 for x in prefix}:
-                out.append(prefix + [e])
-        if len(out) >= limit:
-            break
-    return out[:limit]
+class _Walk:
+    """Backtracking over one sample's flow: edge paths from a seed, strongest first.
+
+    ``paths`` of an entity at a hop do not depend on who asks, so they are kept: without that the
+    search re-explores a hub's thousands of in-edges for every path through it (a 3-hop batch with
+    "Drama" in its graphs took seconds per question).
+    """
+
+    def __init__(self, src: list[int], weights: list[list[float]], hops: list[list[float]], n0: int,
+                 seeds: set[int]) -> None:
+        self.src, self.weights, self.hops, self.n0, self.seeds = src, weights, hops, n0, seeds
+        self.incoming: dict[int, list[int]] = {}  # local node → global directed edge ids
+        self._memo: dict[tuple[int, int, int, bool], list[list[int]]] = {}
+
+    def paths(self, v: int, t: int, limit: int, *, distinct: bool) -> list[list[int]]:
+        """Up to ``limit`` edge paths of ``t + 1`` hops from a seed to ``v``; with ``distinct``
+        each fact at most once."""
+        if limit <= 0:
+            return []
+        key = (v, t, limit, distinct)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = self._search(v, t, limit, distinct)
+        return hit
+
+    def _search(self, v: int, t: int, limit: int, distinct: bool) -> list[list[int]]:
+        incoming, src, weights, n0 = self.incoming.get(v, []), self.src, self.weights, self.n0
+        if t == 0:
+            first = [(weights[e][0], e) for e in incoming if src[e] - n0 in self.seeds]
+            return [[e] for _, e in sorted(first, reverse=True)[:limit]]
+        before = self.hops[t - 1]
+        cands: list[tuple[float, int, int]] = []
+        for e in incoming:
+            u = src[e] - n0
+            contribution = before[u] * weights[e][t]
+            if contribution > 1e-4:
+                cands.append((contribution, e, u))
+        out: list[list[int]] = []
+        for _, e, u in sorted(cands, reverse=True):
+            for prefix in self.paths(u, t - 1, limit - len(out), distinct=distinct):
+                # a path uses each fact once (unless not distinct); it may end where it started (the answer is the seed)
+                if not distinct or e // 2 not in {x // 2 for x in prefix}:
+                    out.append(prefix + [e])
+            if len(out) >= limit:
+                break
+        return out[:limit]
