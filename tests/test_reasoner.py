@@ -363,11 +363,15 @@ def test_router_plans_each_hop_among_the_relations_present(trained: tuple, embed
     wide = pipeline.plan([qvec], [qtok], predicates, max_hops=2, keep=3, mass=2.0)
     assert wide.depth == [2] and len(wide.choose(0, 0, around[0])) == 3  # mass never reached: keep
     assert wide.choose(0, 2, around[2]) == []  # beyond the asked hops
+    # the hops expanded are those the question asks for with at least min_hop_mass (always one)
+    assert pipeline.plan([qvec], [qtok], predicates, max_hops=3, min_hop_mass=1.01).depth == [1]
+    assert pipeline.plan([qvec], [qtok], predicates, max_hops=2, min_hop_mass=0.0).depth == [2]
     pooled = RelationRouter(RouterConfig(hidden=16, instructions=False))
     assert not LearnedPipeline(pooled, reasoner, features).can_plan
     with pytest.raises(ValueError, match="cannot plan"):
         pooled.plan(torch.zeros(1, 384), torch.zeros(1, 1, 384), torch.ones(1, 1, dtype=torch.bool),
-                    torch.zeros(2, 385), [("a", True), ("a", False)], keep=1, mass=0.9, max_hops=3)
+                    torch.zeros(2, 385), [("a", True), ("a", False)], keep=1, mass=0.9, max_hops=3,
+                    min_hop_mass=0.2)
 
 
 def test_seed_gate_decides_the_flow_back_to_the_topic(samples: list, embedder: Embedder, tmp_path) -> None:  # type: ignore[no-untyped-def,type-arg]

@@ -60,13 +60,17 @@ def relation_vocabulary(features: RelationFeatures, predicates: Sequence[str],
 # hub's (MetaQA "Drama" → thousands of films); at 0.99, 3-hop graphs held 1.8x the facts and the
 # answer less often (docs/reasoning.md)
 PLAN_MASS = 0.8
+# expand a hop when the router gives the question that many hops or more with this probability: at
+# 0.01 a third of MetaQA's 1-hop questions were expanded 3 hops deep (720 facts each, not 21)
+PLAN_MIN_HOP_MASS = 0.2
 
 
 @torch.no_grad()
 def plan_relations(router: RelationRouter, qvecs: Sequence[npt.NDArray[np.float32]],
                    qtoks: Sequence[npt.NDArray[np.float32] | None],
                    vocabulary: tuple[list[RelationKey], torch.Tensor] | None, *, max_hops: int, keep: int = 5,
-                   mass: float = PLAN_MASS, device: str = "cpu") -> RelationPlan:
+                   mass: float = PLAN_MASS, min_hop_mass: float = PLAN_MIN_HOP_MASS,
+                   device: str = "cpu") -> RelationPlan:
     """The router's per-hop relation scores over a kb's relation ``vocabulary``
     (:func:`relation_vocabulary`) from the questions alone, in fp32 (a few questions, one small
     matrix); retrieval then follows each hop's chosen relations
@@ -77,7 +81,7 @@ def plan_relations(router: RelationRouter, qvecs: Sequence[npt.NDArray[np.float3
     qvec, qtok, qmask = question_tensors(qvecs, qtoks)
     keys, rel_feat = vocabulary
     return router.plan(qvec.to(device), qtok.to(device), qmask.to(device), rel_feat, keys,
-                       keep=keep, mass=mass, max_hops=max_hops)
+                       keep=keep, mass=mass, max_hops=max_hops, min_hop_mass=min_hop_mass)
 
 
 @dataclass
@@ -130,12 +134,13 @@ class LearnedPipeline:
 
     @torch.no_grad()
     def plan(self, qvecs: Sequence[npt.NDArray[np.float32]], qtoks: Sequence[npt.NDArray[np.float32] | None],
-             predicates: Sequence[str], *, max_hops: int, keep: int = 5, mass: float = PLAN_MASS) -> RelationPlan:
+             predicates: Sequence[str], *, max_hops: int, keep: int = 5, mass: float = PLAN_MASS,
+             min_hop_mass: float = PLAN_MIN_HOP_MASS) -> RelationPlan:
         """The router's per-hop relation scores over the kb's ``predicates`` (both directions) from
         the questions alone (:func:`plan_relations`, the kb's relation features cached)."""
         assert self.router is not None
         return plan_relations(self.router, qvecs, qtoks, self._vocabulary(tuple(predicates)) if predicates else None,
-                              max_hops=max_hops, keep=keep, mass=mass, device=self.device)
+                              max_hops=max_hops, keep=keep, mass=mass, min_hop_mass=min_hop_mass, device=self.device)
 
     def _vocabulary(self, predicates: tuple[str, ...]) -> tuple[list[RelationKey], torch.Tensor]:
         # one kb's relation keys and their features, kept while its predicate list is unchanged

@@ -172,7 +172,7 @@ class RelationRouter(nn.Module):
         return self.config.instructions
 
     def plan(self, qvec: Tensor, qtok: Tensor, qmask: Tensor, rel_feat: Tensor, keys: Sequence[RelationKey],
-             *, keep: int, mass: float, max_hops: int, min_hop_mass: float = 0.01) -> RelationPlan:
+             *, keep: int, mass: float, max_hops: int, min_hop_mass: float) -> RelationPlan:
         """Before any retrieval: each hop's relation scores over the kb's relation vocabulary
         ``keys`` (``rel_feat`` their features) and how many hops each question asks for with
         probability ``min_hop_mass`` or more (at most ``max_hops``); see :class:`RelationPlan`.
