@@ -30,7 +30,7 @@ from factloom.model.reasoner import (
     lexical_match,
     relation_path_loss,
 )
-from factloom.model.router import RelationRouter, RouterConfig
+from factloom.model.router import RelationPlan, RelationRouter, RouterConfig
 from factloom.model.train._common import choose_readout, fit
 
 FACTS = [
@@ -372,6 +372,15 @@ def test_router_plans_each_hop_among_the_relations_present(trained: tuple, embed
         pooled.plan(torch.zeros(1, 384), torch.zeros(1, 1, 384), torch.ones(1, 1, dtype=torch.bool),
                     torch.zeros(2, 385), [("a", True), ("a", False)], keep=1, mass=0.9, max_hops=3,
                     min_hop_mass=0.2)
+
+
+def test_plan_follows_a_hops_relations_until_they_hold_its_mass() -> None:
+    keys = [("genre", True), ("directed_by", True), ("written_by", True)]
+    logits = torch.tensor([[[6.0, 0.0, 0.0]], [[1.0, 1.0, -2.0]]])  # (B=2, T=1, R=3)
+    plan = RelationPlan(keys, logits, depth=[1, 1], keep=5, mass=0.8)
+    assert plan.choose(0, 0, keys) == [("genre", True)]  # confident: the runner-up (~0.25 %) is not followed
+    assert sorted(plan.choose(1, 0, keys)) == [("directed_by", True), ("genre", True)]  # 0.49 + 0.49
+    assert len(RelationPlan(keys, logits, depth=[1, 1], keep=1, mass=0.8).choose(1, 0, keys)) == 1
 
 
 def test_seed_gate_decides_the_flow_back_to_the_topic(samples: list, embedder: Embedder, tmp_path) -> None:  # type: ignore[no-untyped-def,type-arg]
