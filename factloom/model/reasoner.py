@@ -307,9 +307,7 @@ def decode_answers(c: Collated, out: ReasonerOutput, *, top_k: int, paths_per_an
         e0, e1 = c.edge_offset[i], c.edge_offset[i + 1]
         local = score[n0:n1].clone()
         order = torch.argsort(local, descending=True, stable=True)[:top_k].tolist()
-        walk = _Walk(src, weights, [h[n0:n1].tolist() for h in hops], n0, set(s.seeds))
-        for e in range(e0, e1):
-            walk.incoming.setdefault(dst[e] - n0, []).append(e)
+        walk = _Walk(src, dst, range(e0, e1), weights, [h[n0:n1].tolist() for h in hops], n0, set(s.seeds))
         answers = []
         for v in order:
             if local[v] <= 0:
@@ -346,10 +344,12 @@ class _Walk:
     "Drama" in its graphs took seconds per question).
     """
 
-    def __init__(self, src: list[int], weights: list[list[float]], hops: list[list[float]], n0: int,
-                 seeds: set[int]) -> None:
+    def __init__(self, src: list[int], dst: list[int], edges: range, weights: list[list[float]],
+                 hops: list[list[float]], n0: int, seeds: set[int]) -> None:
         self.src, self.weights, self.hops, self.n0, self.seeds = src, weights, hops, n0, seeds
-        self.incoming: dict[int, list[int]] = {}  # local node → global directed edge ids
+        self.incoming: dict[int, list[int]] = {}  # local node → the sample's global directed edge ids
+        for e in edges:
+            self.incoming.setdefault(dst[e] - n0, []).append(e)
         self._memo: dict[tuple[int, int, int, bool], list[list[int]]] = {}
 
     def paths(self, v: int, t: int, limit: int, *, distinct: bool) -> list[list[int]]:
