@@ -120,7 +120,7 @@ def curves(store: Neo4jStore, embedder: Embedder, db: Database, kb: str, qas: li
     from factloom.model.pipeline import LearnedPipeline
     from factloom.model.precision import PrecisionPolicy
     from factloom.model.router import select_subgraphs
-    from factloom.model.features import collate, path_reaches
+    from factloom.model.features import Sample, collate, path_reaches
     from factloom.platform.query.engine import QueryEngine
 
     settings = get_settings()
@@ -129,10 +129,18 @@ def curves(store: Neo4jStore, embedder: Embedder, db: Database, kb: str, qas: li
     if loaded is None:
         return {}
     samples = [s for s in prepare(store, embedder, kb, qas, show=False) if s.seeds]
-    ids = store.resolve(kb, sorted({a for qa in qas for a in qa.answers}))
     gold = [set(s.answers) for s in samples]
     out: dict[str, Any] = {"router": [], "khop": []}
     by_question = {qa.question: qa for qa in qas}
+
+    def recall(s: Sample, nodes: set[str]) -> float:
+        # the share of the question's answers (by name, as :func:`score` counts the served graph)
+        # among the entities of a graph; a question that links no seed counts 0 through ``mean``
+        answers = {a.casefold() for a in by_question[s.question].answers}
+        return len(answers & {s.names.get(n, n).casefold() for n in nodes}) / len(answers)
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / max(1, len(qas))
     named = [(s, by_question[s.question].relations) for s in samples if by_question[s.question].relations]
     if named:
         # PathQuestion names each question's path: how often do its facts all sit in the k-hop
@@ -146,15 +154,14 @@ def curves(store: Neo4jStore, embedder: Embedder, db: Database, kb: str, qas: li
         for th in (0.5, 0.3, 0.2, 0.1, 0.05, 0.02, 0.01):
             graphs = select_subgraphs(c, r, threshold=th, budget=router.config.budget, max_hops=3)
             rec, edges = [], []
-            for s, g, ans in zip(samples, graphs, gold, strict=True):
-                nodes = {n for e in g.edges for n in (e.source_id, e.target_id)}
-                rec.append(len({s.nodes[a] for a in ans} & nodes) / max(1, len(ans)) if ans else 0.0)
+            for s, g in zip(samples, graphs, strict=True):
+                rec.append(recall(s, {n for e in g.edges for n in (e.source_id, e.target_id)}))
                 edges.append(len(g.edges))
-            out["router"].append({"threshold": th, "recall": sum(rec) / len(rec), "edges": sum(edges) / len(edges)})
+            out["router"].append({"threshold": th, "recall": mean(rec), "edges": sum(edges) / max(1, len(edges))})
     out["reached"] = sorted(s.question for s, ans in zip(samples, gold, strict=True) if ans)
     for hops in (1, 2, 3):
         rec, edges = [], []
-        for s, ans in zip(samples, gold, strict=True):
+        for s in samples:
             reached, kept = {s.nodes[i] for i in s.seeds}, 0
             frontier = set(reached)
             for _ in range(hops):
@@ -165,9 +172,9 @@ def curves(store: Neo4jStore, embedder: Embedder, db: Database, kb: str, qas: li
                 frontier = nxt - reached
                 reached |= nxt
             kept = sum(1 for e in s.edges if e.source_id in reached and e.target_id in reached)
-            rec.append(len({s.nodes[a] for a in ans} & reached) / max(1, len(ans)) if ans else 0.0)
+            rec.append(recall(s, reached))
             edges.append(kept)
-        out["khop"].append({"hops": hops, "recall": sum(rec) / len(rec), "edges": sum(edges) / len(edges)})
+        out["khop"].append({"hops": hops, "recall": mean(rec), "edges": sum(edges) / max(1, len(edges))})
     # precision: the same models in fp32 and bf16 on the same samples
     runs = {}
     for mode in ("fp32", "bf16"):
@@ -185,7 +192,6 @@ def curves(store: Neo4jStore, embedder: Embedder, db: Database, kb: str, qas: li
         "parameter_bytes_fp32": params * 4, "parameter_bytes_bf16": params * 2,
         "served_choice": dict(loaded.pipeline.policy.chosen), "checks": loaded.pipeline.policy.checks,
     }
-    del ids
     return out
 
 
