@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,13 @@ def ask_all(api: Any, qas: list[QA], kb: str, reasoner: str, clients: int, subgr
     return {"rows": rows, "latencies": latencies}
 
 
+def answer_recall(answers: list[str], names: Iterable[str]) -> float:
+    """The share of a question's gold ``answers`` among entity ``names`` (case-insensitive): the one
+    recall both the served graphs (:func:`score`) and the in-process curves (:func:`curves`) report."""
+    gold = {a.casefold() for a in answers}
+    return len(gold & {n.casefold() for n in names}) / len(gold)
+
+
 def score(rows: list[dict[str, Any]], reached: frozenset[str] = frozenset()) -> dict[str, Any]:
     """``reachable``: an answer lies in what the service retrieved or, for the ``reached`` questions,
     in the 3-hop expansion of the same seeds (so a router that retrieves less cannot lower it)."""
@@ -101,11 +109,10 @@ def score(rows: list[dict[str, Any]], reached: frozenset[str] = frozenset()) -> 
         top = body["answers"][0]["name"].casefold() if body["answers"] else None
         hits += top in answers
         sub = body.get("subgraph") or {}
-        cand = {x.casefold() for x in sub.get("candidate_entities") or []}
-        routed = {x.casefold() for x in sub.get("routed_entities") or []}
-        reach += bool(answers & cand) or qa.question in reached
-        krec += len(answers & cand) / len(answers)
-        rrec += len(answers & routed) / len(answers)
+        cand = sub.get("candidate_entities") or []
+        reach += bool(answers & {x.casefold() for x in cand}) or qa.question in reached
+        krec += answer_recall(qa.answers, cand)
+        rrec += answer_recall(qa.answers, sub.get("routed_entities") or [])
         redges += sub.get("routed_edges", 0)
         kedges += sub.get("candidate_edges", 0)
     # "retrieved": what the service pulled from the store (router-guided, or k-hop for the baseline)
@@ -134,10 +141,8 @@ def curves(store: Neo4jStore, embedder: Embedder, db: Database, kb: str, qas: li
     by_question = {qa.question: qa for qa in qas}
 
     def recall(s: Sample, nodes: set[str]) -> float:
-        # the share of the question's answers (by name, as :func:`score` counts the served graph)
-        # among the entities of a graph; a question that links no seed counts 0 through ``mean``
-        answers = {a.casefold() for a in by_question[s.question].answers}
-        return len(answers & {s.names.get(n, n).casefold() for n in nodes}) / len(answers)
+        # as :func:`score` counts the served graph; a question that links no seed counts 0 through ``mean``
+        return answer_recall(by_question[s.question].answers, (s.names.get(n, n) for n in nodes))
 
     def mean(values: list[float]) -> float:
         return sum(values) / max(1, len(qas))
