@@ -159,20 +159,21 @@ def guided_subgraphs(
         for row in rows:
             i, via = row["q"], row["via"]
             g = graphs[i]
-            fetched[(i, via)] = fetched.get((i, via), 0) + 1
-            reached[i][row["target_id"] if row["source_id"] == via else row["source_id"]] = None
-            if row["fact_id"] in seen[i]:
-                continue  # two frontier entities share it
-            if len(g.edges) >= max_edges:
-                g.truncated = True
-                continue
-            seen[i].add(row["fact_id"])
-            around[i].setdefault(row["source_id"], []).append(((row["predicate"], True), row["target_id"]))
-            around[i].setdefault(row["target_id"], []).append(((row["predicate"], False), row["source_id"]))
-            g.edges.append(Edge(fact_id=row["fact_id"], source_id=row["source_id"], target_id=row["target_id"],
-                                predicate=row["predicate"], sources=tuple(row["sources"] or ())))
-            g.names.setdefault(row["source_id"], row["source_name"])
-            g.names.setdefault(row["target_id"], row["target_name"])
+            fetched[(i, via)] = len(row["facts"])
+            for fact_id, predicate, sources, source_id, source_name, target_id, target_name in row["facts"]:
+                reached[i][target_id if source_id == via else source_id] = None
+                if fact_id in seen[i]:
+                    continue  # two frontier entities share it
+                if len(g.edges) >= max_edges:
+                    g.truncated = True
+                    continue
+                seen[i].add(fact_id)
+                around[i].setdefault(source_id, []).append(((predicate, True), target_id))
+                around[i].setdefault(target_id, []).append(((predicate, False), source_id))
+                g.edges.append(Edge(fact_id=fact_id, source_id=source_id, target_id=target_id,
+                                    predicate=predicate, sources=tuple(sources or ())))
+                g.names.setdefault(source_id, source_name)
+                g.names.setdefault(target_id, target_name)
         for item in items:
             if fetched.get((item["q"], item["id"]), 0) >= item["per_node"]:
                 graphs[item["q"]].truncated = True  # a hub gave only its share
