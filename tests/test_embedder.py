@@ -42,3 +42,17 @@ def test_embed_returns_lists_and_meaning(embedder: Embedder) -> None:
 def test_missing_path_fails_loudly() -> None:
     with pytest.raises(FileNotFoundError):
         Embedder("/nonexistent/model", device="cpu")
+
+
+def test_tokens_in_bf16_match_fp32(embedder: Embedder) -> None:
+    texts = ["who directed the films written by [Ridley Scott]", "release year"]
+    ref = embedder.encode_with_tokens(texts)
+    low = embedder.encode_with_tokens(texts, precision="bf16")
+    for (v32, t32), (v16, t16) in zip(ref, low, strict=True):
+        assert v16.dtype == t16.dtype == np.float32 and t16.shape == t32.shape and v16.shape == (384,)
+        assert float(v32 @ v16) > 0.99
+        assert np.linalg.norm(t16 - t32) / np.linalg.norm(t32) < 0.05
+    # the stored vectors stay fp32: encode() is untouched by the bf16 copy
+    np.testing.assert_allclose(embedder.encode(texts[:1])[0], ref[0][0], atol=1e-5)
+    with pytest.raises(ValueError, match="unknown precision"):
+        embedder.encode_with_tokens(texts, precision="int4")

@@ -60,6 +60,9 @@ def test_learned_answers_with_paths_whose_facts_exist(api: httpx.Client, store: 
             body = ask(api, question.format(seed), reasoner="learned")
             assert body["model_versions"]["reasoner"] == trained["reasoner"]
             assert body["model_versions"]["router"] == trained["router"]
+            # each operation's dtype, the question encoder's included, checked against fp32 once
+            assert set(body["model_versions"]["precision"]) == {"encoder", "router", "reasoner"}
+            assert set(body["model_versions"]["precision"].values()) <= {"fp32", "bf16"}
             top = body["answers"][0]
             assert top["name"] == answer, (question, seed, body["answers"])
             path = top["paths"][0]

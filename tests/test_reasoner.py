@@ -263,6 +263,17 @@ def test_precision_falls_back_to_fp32(trained: tuple, samples: list) -> None:  #
     assert results[0].answers[0].entity_id == IDS["york"]
 
 
+def test_precision_check_of_vectors_is_relative() -> None:
+    # the question encoder's outputs are embeddings (token components up to ~6): a relative error
+    # of 1 % passes, 20 % falls back to fp32; an embedding has no "top entity" to compare
+    ref = [torch.tensor([[6.0, -1.0, 0.5], [0.1, 0.2, 0.3]])]
+    close = PrecisionPolicy(device="cpu")
+    assert close.calibrate("encoder", lambda: ref, run_low=lambda name: [ref[0] * 1.01], vectors=True) == "bf16"
+    far = PrecisionPolicy(device="cpu")
+    assert far.calibrate("encoder", lambda: ref, run_low=lambda name: [ref[0] * 1.2], vectors=True) == "fp32"
+    assert far.checks["encoder"]["passed"] is False and far.checks["encoder"]["max_rel_error"] == pytest.approx(0.2)
+
+
 def test_paths_may_go_round_a_self_loop(embedder: Embedder) -> None:
     # PathQuestion-L: "the tracks of the tracks of [Believe]" is Believe, round "Believe tracks Believe" twice
     ids = {"believe": "e-believe", "cher": "e-cher"}

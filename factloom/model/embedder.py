@@ -78,6 +78,7 @@ class Embedder:
         self.cache_size = cache_size
         self._cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         self._lock = threading.Lock()
+        self._copies: dict[str, Any] = {}  # the model in a lower precision, for encode_with_tokens
 
     def __repr__(self) -> str:
         return (
@@ -118,18 +119,40 @@ class Embedder:
         return out
 
     def encode_with_tokens(
-        self, texts: list[str], batch_size: int = 64,
+        self, texts: list[str], batch_size: int = 64, precision: str = "fp32",
     ) -> list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]]:
         """One transformer pass per text for both its sentence embedding ``(D,)`` (unit norm, as
         :meth:`encode` returns it) and its contextual token embeddings ``(L, D)`` (``[CLS]`` …
-        ``[SEP]``, padding removed). Not cached: token embeddings are per question."""
+        ``[SEP]``, padding removed), as float32. Not cached: token embeddings are per question.
+
+        ``precision`` ``bf16`` / ``fp16`` runs a copy of the model with its weights in that dtype
+        (made on first use, ~45 MB for MiniLM): on this CPU bf16 encodes a MetaQA question in 8 ms
+        instead of 12.5 alone, 2.5 instead of 4 in batches of 8 (the query engine checks it
+        against fp32 first, :class:`~factloom.model.precision.PrecisionPolicy`). :meth:`encode`
+        stays fp32: its vectors are stored and compared with those of other processes."""
         if not texts:
             return []
         with self._lock:  # the tokeniser is not safe to call concurrently
-            outs = self._model.encode(texts, batch_size=batch_size, output_value=None, convert_to_numpy=True,
-                                      normalize_embeddings=True, show_progress_bar=False)
+            outs = self._low(precision).encode(texts, batch_size=batch_size, output_value=None, convert_to_numpy=True,
+                                               normalize_embeddings=True, show_progress_bar=False)
         return [(_numpy(o["sentence_embedding"]), _numpy(o["token_embeddings"][: int(o["attention_mask"].sum())]))
                 for o in outs]
+
+    def _low(self, precision: str) -> Any:
+        # the model in ``precision`` (fp32: the model itself); called under the lock
+        if precision == "fp32":
+            return self._model
+        model = self._copies.get(precision)
+        if model is None:
+            import copy
+
+            import torch
+
+            dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
+            if precision not in dtypes:
+                raise ValueError(f"unknown precision {precision!r}; expected fp32, bf16 or fp16")
+            model = self._copies[precision] = copy.deepcopy(self._model).to(dtypes[precision])
+        return model
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """The callable the graph store takes as ``embed=``: plain lists, as Neo4j stores them."""

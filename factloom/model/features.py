@@ -78,11 +78,13 @@ def question_inputs(embedder: Any, question: str,
 
 
 def questions_inputs(embedder: Any, questions: Sequence[str], mentions: Sequence[Sequence[str]],
-                     ) -> list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]]:
-    """:func:`question_inputs` of many questions in one encoder call (the query batcher's batch)."""
+                     precision: str = "fp32") -> list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]]:
+    """:func:`question_inputs` of many questions in one encoder call (the query batcher's batch),
+    the encoder in ``precision`` (:meth:`~factloom.model.embedder.Embedder.encode_with_tokens`)."""
     from factloom.graph.linking import strip_mentions
 
-    return embedder.encode_with_tokens([strip_mentions(q, m) or q for q, m in zip(questions, mentions, strict=True)])
+    texts = [strip_mentions(q, m) or q for q, m in zip(questions, mentions, strict=True)]
+    return embedder.encode_with_tokens(texts, precision=precision)
 
 
 def path_reaches(s: Sample, relations: Sequence[RelationKey]) -> bool:

@@ -1,8 +1,10 @@
 """Per-operation precision: bf16 / fp16 where the device supports it, fp32 when a check fails.
 
-Each operation (``"router"``, ``"reasoner"``) is run once on a probe batch in the low precision and
-in fp32; the low precision is kept only if the scores agree within ``tolerance`` and the top entity
-of every sample is the same. Otherwise that operation runs in fp32 from then on.
+Each operation (``"encoder"``, ``"router"``, ``"reasoner"``) is run once on a probe batch in the low
+precision and in fp32; the low precision is kept only if it agrees with fp32: scores within
+``tolerance`` and the same top entity of every sample, or, for an operation that returns vectors
+(the question encoder), a relative error within ``tolerance``. Otherwise that operation runs in fp32
+from then on.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ class PrecisionPolicy:
     Args:
         device: where the models run.
         mode: ``auto`` | ``fp32`` | ``bf16`` | ``fp16``.
-        tolerance: largest allowed absolute score difference against fp32 on the probe (0.05).
+        tolerance: largest allowed absolute score difference (relative error for vectors)
+            against fp32 on the probe (0.05).
         force_fail: make every check fail (a test hook; proves the fallback).
     """
 
@@ -57,23 +60,34 @@ class PrecisionPolicy:
     def dtype_name(self, op: str) -> str:
         return self.chosen.get(op, "fp32" if self.mode == "auto" else self.mode)
 
-    def calibrate(self, op: str, run: Callable[[], list[torch.Tensor]]) -> str:
-        """Run ``run`` (per-sample score vectors) in fp32 and in the low precision; keep the latter
-        only if it passes the check. Returns the chosen name."""
+    def calibrate(self, op: str, run: Callable[[], list[torch.Tensor]], *,
+                  run_low: Callable[[str], list[torch.Tensor]] | None = None, vectors: bool = False) -> str:
+        """Run ``run`` (per-sample score vectors) in fp32 and in the low precision (under autocast,
+        or by ``run_low(name)`` for an operation that casts its own weights); keep the latter only
+        if it passes the check. ``vectors``: the outputs are embeddings, compared by relative error
+        (``‖low − fp32‖ / ‖fp32‖``), with no top entity. Returns the chosen name."""
         if self.mode != "auto":
             self.chosen[op] = self.mode
             return self.mode
         low = low_precision_for(self.device)
         with torch.no_grad():
             ref = run()
-            with autocast(self.device, low):
-                got = run()
-        diff = max((float((a.float() - b.float()).abs().max()) for a, b in zip(ref, got, strict=True) if a.numel()),
-                   default=0.0)
-        same_top = all(int(a.argmax()) == int(b.argmax()) for a, b in zip(ref, got, strict=True) if a.numel())
+            if run_low is not None:
+                got = run_low(low)
+            else:
+                with autocast(self.device, low):
+                    got = run()
+        pairs = [(a.float(), b.float()) for a, b in zip(ref, got, strict=True) if a.numel()]
+        if vectors:
+            diff = max((float((a - b).norm() / a.norm().clamp_min(1e-12)) for a, b in pairs), default=0.0)
+            same_top = True
+        else:
+            diff = max((float((a - b).abs().max()) for a, b in pairs), default=0.0)
+            same_top = all(int(a.argmax()) == int(b.argmax()) for a, b in pairs)
         ok = diff <= self.tolerance and same_top and not self.force_fail
         self.chosen[op] = low if ok else "fp32"
-        self.checks[op] = {"tried": low, "max_abs_diff": round(diff, 6), "same_top": same_top, "passed": ok}
+        measure = "max_rel_error" if vectors else "max_abs_diff"
+        self.checks[op] = {"tried": low, measure: round(diff, 6), "same_top": same_top, "passed": ok}
         if not ok:
             log.warning("precision check failed for %s in %s (max diff %.4g); using fp32", op, low, diff)
         return self.chosen[op]

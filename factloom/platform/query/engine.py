@@ -82,6 +82,8 @@ class QueryEngine:
         self._looked_up: dict[str, tuple[float, Loaded | None]] = {}
         self._loaded: dict[tuple[str | None, str], Loaded] = {}
         self._predicates: dict[tuple[int, str], tuple[float, list[str]]] = {}
+        # the question encoder is the process's, shared by every kb: its precision is checked once
+        self.encoder_policy = PrecisionPolicy(device=self.device, mode=settings.query_precision)
         self.batcher: DynamicBatcher[_Job, Answered] = DynamicBatcher(
             self._run_batch, max_batch=settings.query_batch_max, window_ms=settings.query_batch_window_ms,
             name="query-batcher",
@@ -161,9 +163,24 @@ class QueryEngine:
                for g, j in zip(graphs, jobs, strict=True)]
         return out, planned
 
+    def encode(self, questions: Sequence[str], mentions: Sequence[Sequence[str]],
+               ) -> list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]]:
+        """The questions' sentence and token embeddings in one encoder pass, in the precision the
+        first batch chose (bf16 when it matches fp32 within the policy's relative tolerance)."""
+        policy = self.encoder_policy
+        if "encoder" not in policy.chosen:
+            import torch
+
+            def run(precision: str = "fp32") -> list[torch.Tensor]:
+                return [torch.from_numpy(np.concatenate([v[None, :], t]))
+                        for v, t in questions_inputs(self.embedder, questions, mentions, precision)]
+
+            policy.calibrate("encoder", run, run_low=run, vectors=True)
+        return questions_inputs(self.embedder, questions, mentions, policy.dtype_name("encoder"))
+
     def _run_batch(self, jobs: Sequence[_Job]) -> list[Answered]:
         # the batch's questions share one sentence-model pass (8 questions: ~3x cheaper than one by one)
-        encoded = questions_inputs(self.embedder, [j.question for j in jobs], [[s.name for s in j.seeds] for j in jobs])
+        encoded = self.encode([j.question for j in jobs], [[s.name for s in j.seeds] for j in jobs])
         t0 = time.perf_counter()
         graphs, planned = self._retrieve(jobs, encoded)
         retrieve_ms = (time.perf_counter() - t0) * 1000

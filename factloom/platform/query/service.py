@@ -83,7 +83,7 @@ def answer(
                                   as_of=as_of, top_k=top_k)
         graph, answers, routed = answered.candidates, answered.result.answers, answered.result.routed
         t2 = t1 + answered.retrieve_ms / 1000.0
-        versions.precision = dict(loaded.pipeline.policy.chosen)
+        versions.precision = {**engine.encoder_policy.chosen, **loaded.pipeline.policy.chosen}
     else:
         with _graph_errors():
             graph = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges, as_of=as_of)
