@@ -13,6 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,7 @@ def curves(store: Neo4jStore, embedder: Embedder, db: Database, kb: str, qas: li
     from factloom.model.pipeline import LearnedPipeline
     from factloom.model.precision import PrecisionPolicy
     from factloom.model.router import select_subgraphs
-    from factloom.model.features import Sample, collate, path_reaches
+    from factloom.model.features import Sample, collate, path_reaches, questions_inputs
     from factloom.platform.query.engine import QueryEngine
 
     settings = get_settings()
@@ -188,10 +189,20 @@ def curves(store: Neo4jStore, embedder: Embedder, db: Database, kb: str, qas: li
         t0 = time.perf_counter()
         res = [x for i in range(0, len(samples), 16) for x in p.run(samples[i:i + 16], top_k=1, max_hops=3)]
         runs[mode] = ([x.answers[0].entity_id if x.answers else None for x in res], time.perf_counter() - t0)
+    # the question encoder in bf16 (served when its check passes): the same graphs and fp32 models,
+    # only the questions' embeddings differ
+    low = questions_inputs(embedder, [s.question for s in samples],
+                           [[s.names.get(s.nodes[i], s.nodes[i]) for i in s.seeds] for s in samples], "bf16")
+    swapped = [replace(s, qvec=v, qtok=t) for s, (v, t) in zip(samples, low, strict=True)]
+    p = LearnedPipeline(loaded.pipeline.router, loaded.pipeline.reasoner, engine.features, PrecisionPolicy(mode="fp32"))
+    encoder_bf16 = [x.answers[0].entity_id if x.answers else None
+                    for i in range(0, len(swapped), 16) for x in p.run(swapped[i:i + 16], top_k=1, max_hops=3)]
     params = sum(p.numel() for m in (loaded.pipeline.router, loaded.pipeline.reasoner) if m for p in m.parameters())
     out["precision"] = {
         "agreement_bf16_fp32": round(sum(a == b for a, b in zip(runs["fp32"][0], runs["bf16"][0], strict=True))
                                      / max(1, len(samples)), 4),
+        "agreement_encoder_bf16_fp32": round(sum(a == b for a, b in zip(runs["fp32"][0], encoder_bf16, strict=True))
+                                             / max(1, len(samples)), 4),
         "ms_per_question_fp32": round(1000 * runs["fp32"][1] / max(1, len(samples)), 3),
         "ms_per_question_bf16": round(1000 * runs["bf16"][1] / max(1, len(samples)), 3),
         "parameter_bytes_fp32": params * 4, "parameter_bytes_bf16": params * 2,

@@ -89,6 +89,7 @@ class Settings(BaseSettings):
     query_precision: str = "auto"  # auto (bf16/fp16 when its check passes, else fp32) | fp32 | bf16 | fp16
     query_batch_max: int = 16  # most questions one model call serves
     query_batch_window_ms: float = 2.0  # how long the first question waits for others
+    query_batch_workers: int = 1  # batches answered at once (store round trips overlap model time)
     # guided: the learned router picks each hop's relations before the store is asked (k-hop when it
     # cannot plan); khop: the plain k-hop candidates around the seeds
     query_retrieval: Literal["guided", "khop"] = "guided"

@@ -147,3 +147,20 @@ def test_dynamic_batcher_groups_and_routes_results() -> None:
     failing: DynamicBatcher[int, int] = DynamicBatcher(broken, max_batch=4, window_ms=1)
     with pytest.raises(RuntimeError, match="boom"):
         failing.submit(1)
+
+
+def test_batch_workers_run_batches_at_once() -> None:
+    # two workers: a batch waiting on the store does not hold the next one back. Each batch waits
+    # at a barrier for another batch to be running too; with one worker that would never happen.
+    meet = threading.Barrier(2, timeout=10)
+
+    def wait_for_company(items: Any) -> list[int]:
+        meet.wait()
+        return [x + 1 for x in items]
+
+    batcher: DynamicBatcher[int, int] = DynamicBatcher(wait_for_company, max_batch=1, window_ms=1, workers=2)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        assert sorted(pool.map(batcher.submit, [1, 2])) == [2, 3]
+    assert batcher.batches == 2
+    with pytest.raises(ValueError, match="at least one worker"):
+        DynamicBatcher(wait_for_company, workers=0)

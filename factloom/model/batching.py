@@ -21,24 +21,31 @@ class DynamicBatcher(Generic[T, R]):
     full or the window ends. Each caller gets its own result (or its batch's exception).
 
     Args:
-        fn: the batched function, called on one background thread.
+        fn: the batched function, called on background threads (thread-safe when ``workers > 1``).
         max_batch: largest batch (16).
         window_ms: how long the first item waits for company (2 ms).
+        workers: batches run at once: with two, one batch's store round trips overlap the other's
+            model time.
     """
 
     def __init__(self, fn: Callable[[Sequence[T]], Sequence[R]], *, max_batch: int = 16,
-                 window_ms: float = 2.0, name: str = "batcher") -> None:
+                 window_ms: float = 2.0, name: str = "batcher", workers: int = 1) -> None:
+        if workers < 1:
+            raise ValueError("a batcher needs at least one worker")
         self.fn = fn
         self.max_batch = max_batch
         self.window_s = window_ms / 1000.0
         self.batches = 0
         self.items = 0
         self._queue: queue.Queue[tuple[T, Future[R]]] = queue.Queue()
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-        self._thread.start()
+        self._take = threading.Lock()  # one worker collects a batch at a time
+        self._threads = [threading.Thread(target=self._loop, name=f"{name}-{i}", daemon=True) for i in range(workers)]
+        for thread in self._threads:
+            thread.start()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(max_batch={self.max_batch}, window_ms={self.window_s * 1000:g})"
+        return (f"{type(self).__name__}(max_batch={self.max_batch}, window_ms={self.window_s * 1000:g}, "
+                f"workers={len(self._threads)})")
 
     def submit(self, item: T, timeout: float | None = 60.0) -> R:
         future: Future[R] = Future()
@@ -49,19 +56,20 @@ class DynamicBatcher(Generic[T, R]):
         import time
 
         while True:
-            first = self._queue.get()
-            batch = [first]
-            deadline = time.monotonic() + self.window_s
-            while len(batch) < self.max_batch:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                try:
-                    batch.append(self._queue.get(timeout=left))
-                except queue.Empty:
-                    break
-            self.batches += 1
-            self.items += len(batch)
+            with self._take:
+                first = self._queue.get()
+                batch = [first]
+                deadline = time.monotonic() + self.window_s
+                while len(batch) < self.max_batch:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    try:
+                        batch.append(self._queue.get(timeout=left))
+                    except queue.Empty:
+                        break
+                self.batches += 1
+                self.items += len(batch)
             try:
                 results = self.fn([item for item, _ in batch])
                 for (_, future), result in zip(batch, results, strict=True):

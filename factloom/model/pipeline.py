@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,7 @@ class LearnedPipeline:
         self.features = features
         self.policy = policy or PrecisionPolicy(device=device)
         self._calibrated = False
+        self._calibrating = threading.Lock()  # batch workers may run the first batches at once
         self._vocab: dict[tuple[str, ...], tuple[list[RelationKey], torch.Tensor]] = {}
 
     def _calibrate(self, samples: Sequence[Sample]) -> None:
@@ -162,7 +164,9 @@ class LearnedPipeline:
         if not samples:
             return []
         if not self._calibrated:
-            self._calibrate(samples)
+            with self._calibrating:
+                if not self._calibrated:
+                    self._calibrate(samples)
         planned = list(planned) if planned is not None else [False] * len(samples)
         routed = [Subgraph(seeds=[], names=s.names, edges=s.edges) for s in samples]
         to_route = [i for i, p in enumerate(planned) if not p]

@@ -84,9 +84,10 @@ class QueryEngine:
         self._predicates: dict[tuple[int, str], tuple[float, list[str]]] = {}
         # the question encoder is the process's, shared by every kb: its precision is checked once
         self.encoder_policy = PrecisionPolicy(device=self.device, mode=settings.query_precision)
+        self._encoder_check = threading.Lock()
         self.batcher: DynamicBatcher[_Job, Answered] = DynamicBatcher(
             self._run_batch, max_batch=settings.query_batch_max, window_ms=settings.query_batch_window_ms,
-            name="query-batcher",
+            name="query-batcher", workers=settings.query_batch_workers,
         )
 
     def learned(self, kb: str) -> Loaded | None:
@@ -168,14 +169,15 @@ class QueryEngine:
         """The questions' sentence and token embeddings in one encoder pass, in the precision the
         first batch chose (bf16 when it matches fp32 within the policy's relative tolerance)."""
         policy = self.encoder_policy
-        if "encoder" not in policy.chosen:
-            import torch
+        with self._encoder_check:  # the first batch checks it, while any other batch worker waits
+            if "encoder" not in policy.chosen:
+                import torch
 
-            def run(precision: str = "fp32") -> list[torch.Tensor]:
-                return [torch.from_numpy(np.concatenate([v[None, :], t]))
-                        for v, t in questions_inputs(self.embedder, questions, mentions, precision)]
+                def run(precision: str = "fp32") -> list[torch.Tensor]:
+                    return [torch.from_numpy(np.concatenate([v[None, :], t]))
+                            for v, t in questions_inputs(self.embedder, questions, mentions, precision)]
 
-            policy.calibrate("encoder", run, run_low=run, vectors=True)
+                policy.calibrate("encoder", run, run_low=run, vectors=True)
         return questions_inputs(self.embedder, questions, mentions, policy.dtype_name("encoder"))
 
     def _run_batch(self, jobs: Sequence[_Job]) -> list[Answered]:
