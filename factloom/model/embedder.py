@@ -133,8 +133,9 @@ class Embedder:
         if not texts:
             return []
         with self._lock:  # the tokeniser is not safe to call concurrently
-            outs = self._model_in(precision).encode(texts, batch_size=batch_size, output_value=None, convert_to_numpy=True,
-                                               normalize_embeddings=True, show_progress_bar=False)
+            outs = self._model_in(precision).encode(texts, batch_size=batch_size, output_value=None,
+                                                    convert_to_numpy=True, normalize_embeddings=True,
+                                                    show_progress_bar=False)
         return [(_numpy(o["sentence_embedding"]), _numpy(o["token_embeddings"][: int(o["attention_mask"].sum())]))
                 for o in outs]
 
