@@ -206,7 +206,7 @@ def curves(store: Neo4jStore, embedder: Embedder, db: Database, kb: str, qas: li
         "ms_per_question_fp32": round(1000 * runs["fp32"][1] / max(1, len(samples)), 3),
         "ms_per_question_bf16": round(1000 * runs["bf16"][1] / max(1, len(samples)), 3),
         "parameter_bytes_fp32": params * 4, "parameter_bytes_bf16": params * 2,
-        "served_choice": dict(loaded.pipeline.policy.chosen), "checks": loaded.pipeline.policy.checks,
+        # what the service chose per operation is each set's ``model_versions.precision``
     }
     return out
 
