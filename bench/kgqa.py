@@ -13,8 +13,8 @@ import random
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
