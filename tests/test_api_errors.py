@@ -104,3 +104,13 @@ def test_health_readiness_and_metrics(anonymous: httpx.Client) -> None:
     for metric in ("factloom_http_request_seconds_bucket", "factloom_submissions", "factloom_queue_depth",
                    "factloom_ingested_facts_total"):
         assert metric in text
+    # each request is timed under its route and status
+    assert 'method="GET",route="/readyz",status="200"' in text
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_read(anonymous: httpx.Client, db: Database) -> None:
+    before = ledger_rows(db)
+    big = b" " * (16 * 1024 * 1024 + 1)
+    response = anonymous.post("/v1/facts", content=big, headers={"Content-Type": "application/json"})
+    assert_problem(response, 413, "request bodies are limited to 16777216 bytes")
+    assert ledger_rows(db) == before
