@@ -147,12 +147,11 @@ class Embedder:
         if model is None:
             import copy
 
-            import torch
+            from factloom.model.precision import DTYPES
 
-            dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
-            if precision not in dtypes:
+            if precision not in DTYPES:
                 raise ValueError(f"unknown precision {precision!r}; expected fp32, bf16 or fp16")
-            model = self._copies[precision] = copy.deepcopy(self._model).to(dtypes[precision])
+            model = self._copies[precision] = copy.deepcopy(self._model).to(DTYPES[precision])
         return model
 
     def embed(self, texts: list[str]) -> list[list[float]]:
