@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from factloom.config import Settings
-from factloom.graph import FactWrite, Neo4jStore, fact_id_for
+from factloom.graph import FactWrite, InvalidGraphInput, Neo4jStore, fact_id_for
+from factloom.graph import queries as q
 from factloom.graph.linking import link_entities, lucene_escape, strip_mentions
 from factloom.graph.retrieval import guided_subgraphs, k_hop_subgraph, kb_predicates
 from factloom.graph.types import Seed
@@ -194,6 +195,38 @@ def test_guided_follows_only_the_chosen_relations(store: Neo4jStore, kbs: tuple[
     assert not alien.truncated
     # each hop asks once per question
     assert sorted(hop for _, hop, _ in asked) == [0, 0, 1, 1, 2, 2]
+
+
+def test_guided_stops_each_question_at_its_own_depth(store: Neo4jStore, kbs: tuple[str, str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    kb, _ = kbs
+    frontier_items: list[int] = []  # how many frontier entities each relations query asked about
+    run = store.run
+
+    def counting(query: str, **params: Any) -> Any:
+        if query is q.FRONTIER_RELATIONS:
+            frontier_items.append(len(params["items"]))
+        return run(query, **params)
+
+    monkeypatch.setattr(store, "run", counting)
+    plan = [[("directed_by", True), ("has_genre", True)], [("directed_by", False)], [("starred_actors", True)]]
+    asked: list[tuple[int, int, list[tuple[str, bool]]]] = []
+    alien, witness = guided_subgraphs(store, kb=kb, seeds=[[_seed(store, kb, "Alien")], [_seed(store, kb, "Witness")]],
+                                      choose=_following(plan, asked), hops=[3, 1], max_edges=100)
+    assert _triples(alien) == {("Alien", "directed_by", "Ridley Scott"),
+                               ("Blade Runner", "directed_by", "Ridley Scott"),
+                               ("Blade Runner", "starred_actors", "Harrison Ford")}
+    assert _triples(witness) == {("Witness", "directed_by", "Peter Weir"), ("Witness", "has_genre", "Drama")}
+    # Witness is asked once; after its one hop its answers (Peter Weir, Drama) are not looked around
+    assert sorted((question, hop) for question, hop, _ in asked) == [(0, 0), (0, 1), (0, 2), (1, 0)]
+    assert frontier_items == [2, 1, 2]  # both seeds; Ridley Scott; Alien and Blade Runner
+    frontier_items.clear()
+    one, = guided_subgraphs(store, kb=kb, seeds=[[_seed(store, kb, "Witness")]],
+                            choose=_following(plan, []), hops=1, max_edges=100)
+    assert frontier_items == [1] and len(one.edges) == 2
+    with pytest.raises(InvalidGraphInput, match="2 hop counts for 1 questions"):
+        guided_subgraphs(store, kb=kb, seeds=[[_seed(store, kb, "Witness")]], choose=_following(plan, []),
+                         hops=[1, 2], max_edges=100)
 
 
 def test_guided_passes_back_through_visited_entities(store: Neo4jStore, embedder: Embedder) -> None:

@@ -101,8 +101,8 @@ def k_hop_subgraph(
 
 
 def guided_subgraphs(
-    store: Neo4jStore, *, kb: str, seeds: Sequence[Sequence[Seed]], choose: Choose, hops: int, max_edges: int,
-    as_of: datetime | None = None,
+    store: Neo4jStore, *, kb: str, seeds: Sequence[Sequence[Seed]], choose: Choose, hops: int | Sequence[int],
+    max_edges: int, as_of: datetime | None = None,
 ) -> list[Subgraph]:
     """Per question (its ``seeds``), the current facts reached by following at each hop only the
     relations ``choose`` picks among those around the hop's frontier: two small store round trips
@@ -111,10 +111,16 @@ def guided_subgraphs(
     Unlike :func:`k_hop_subgraph` the frontier of the next hop is every entity this hop reached,
     visited or not ("the actors of the films of X's director" passes back through X), also over
     facts fetched at an earlier hop (which are not fetched again). ``max_edges`` bounds each
-    question; ``truncated`` says it, or a hub's per-node share, cut the expansion short.
+    question; ``truncated`` says it, or a hub's per-node share, cut the expansion short. ``hops`` is
+    the same for every question or one per question: a question's last frontier is not asked for
+    its relations (a 1-hop question's answers are often a hub, "Drama", whose thousands of facts
+    that query would read for nothing).
     """
     check_kb(kb)
-    if hops < 0 or max_edges < 0:
+    depth = [hops] * len(seeds) if isinstance(hops, int) else list(hops)
+    if len(depth) != len(seeds):
+        raise InvalidGraphInput(f"{len(depth)} hop counts for {len(seeds)} questions")
+    if any(h < 0 for h in depth) or max_edges < 0:
         raise InvalidGraphInput("hops and max_edges must not be negative")
     as_of = _as_of(as_of)
     statuses = list(SERVABLE_STATUSES)
@@ -122,9 +128,11 @@ def guided_subgraphs(
     seen: list[set[str]] = [set() for _ in seeds]
     around: list[dict[str, list[tuple[RelationKey, str]]]] = [{} for _ in seeds]  # entity → (key, other end)
     frontiers = [list(dict.fromkeys(x.entity_id for x in s)) for s in seeds]
-    for hop in range(hops):
+    for hop in range(max(depth, default=0)):
         for i, g in enumerate(graphs):
-            if frontiers[i] and len(g.edges) >= max_edges:
+            if hop >= depth[i]:
+                frontiers[i] = []
+            elif frontiers[i] and len(g.edges) >= max_edges:
                 g.truncated = True
                 frontiers[i] = []
         wanted = [{"q": i, "id": node} for i, frontier in enumerate(frontiers) for node in frontier]
