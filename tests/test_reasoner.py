@@ -267,11 +267,37 @@ def test_precision_check_of_vectors_is_relative() -> None:
     # the question encoder's outputs are embeddings (token components up to ~6): a relative error
     # of 1 % passes, 20 % falls back to fp32; an embedding has no "top entity" to compare
     ref = [torch.tensor([[6.0, -1.0, 0.5], [0.1, 0.2, 0.3]])]
-    close = PrecisionPolicy(device="cpu")
+    close = PrecisionPolicy(device="cpu", speed=False)
     assert close.calibrate("encoder", lambda: ref, run_low=lambda name: [ref[0] * 1.01], vectors=True) == "bf16"
     far = PrecisionPolicy(device="cpu")
     assert far.calibrate("encoder", lambda: ref, run_low=lambda name: [ref[0] * 1.2], vectors=True) == "fp32"
     assert far.checks["encoder"]["passed"] is False and far.checks["encoder"]["max_rel_error"] == pytest.approx(0.2)
+
+
+def test_precision_is_kept_only_where_it_is_faster() -> None:
+    ref = [torch.tensor([0.1, 0.9, 0.0])]
+
+    def slow(name: str) -> list[torch.Tensor]:
+        time.sleep(0.01)
+        return ref
+
+    def fast(name: str) -> list[torch.Tensor]:
+        return ref
+
+    def fp32() -> list[torch.Tensor]:
+        time.sleep(0.003)
+        return ref
+
+    slower = PrecisionPolicy(device="cpu")
+    assert slower.calibrate("reasoner", fp32, run_low=slow) == "fp32"
+    check = slower.checks["reasoner"]
+    assert check["same_top"] is True and check["faster"] is False and check["passed"] is False
+    assert float(check["ms_low"]) >= 10 > float(check["ms_fp32"]) >= 3
+    quicker = PrecisionPolicy(device="cpu")
+    assert quicker.calibrate("reasoner", fp32, run_low=fast) == "bf16"
+    assert quicker.checks["reasoner"]["faster"] is True and quicker.checks["reasoner"]["passed"] is True
+    # numerics alone: the slower low precision is kept
+    assert PrecisionPolicy(device="cpu", speed=False).calibrate("reasoner", fp32, run_low=slow) == "bf16"
 
 
 def test_paths_may_go_round_a_self_loop(embedder: Embedder) -> None:
