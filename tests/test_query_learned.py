@@ -126,21 +126,6 @@ def test_concurrent_callers_each_get_their_own_answer(api: httpx.Client, trained
     assert got == [a for _, a in asks]
 
 
-def test_linking_in_the_batch_keeps_each_question_its_own_seeds(api: httpx.Client, trained: dict[str, str]) -> None:
-    # questions are linked together in the engine's batch: a bracketed name that does not exist,
-    # an unbracketed one (the n-gram step) and bracketed ones, asked at once
-    asks = [("where was the spouse of [nobody here] born", None), ("where was the spouse of anna born", "york"),
-            ("where was the spouse of [fay] born", "wells"), ("where was the child of [anna] born", "hull")] * 3
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        bodies = list(pool.map(lambda qa: ask(api, qa[0], reasoner="learned"), asks))
-    for (question, answer), body in zip(asks, bodies, strict=True):
-        if answer is None:
-            assert body["answers"] == [] and body["seeds"] == [] and "could be linked" in body["note"]
-        else:
-            assert body["answers"][0]["name"] == answer, (question, body)
-            assert body["timings_ms"]["link"] >= 0 and body["timings_ms"]["total"] >= body["timings_ms"]["link"]
-
-
 def test_dynamic_batcher_groups_and_routes_results() -> None:
     sizes: list[int] = []
     lock = threading.Lock()

@@ -12,7 +12,7 @@ import pytest
 from factloom.config import Settings
 from factloom.graph import FactWrite, InvalidGraphInput, Neo4jStore, fact_id_for
 from factloom.graph import queries as q
-from factloom.graph.linking import link_entities, link_many, lucene_escape, strip_mentions
+from factloom.graph.linking import link_entities, lucene_escape, strip_mentions
 from factloom.graph.retrieval import guided_subgraphs, k_hop_subgraph, kb_predicates
 from factloom.graph.types import Seed
 from factloom.model.embedder import Embedder
@@ -96,32 +96,6 @@ def test_linking_bracketed_ngram_fulltext_vector(store: Neo4jStore, kbs: tuple[s
     question = "motion pictures by mr scot"
     vector = link_entities(store, kb=kb, question=question, vector=embedder.embed([question])[0])
     assert vector and all(s.how == "vector" for s in vector)
-
-
-def test_linking_many_questions_at_once_links_each_as_alone(store: Neo4jStore, kbs: tuple[str, str],
-                                                           embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
-    kb, _ = kbs
-    questions = ["who directed [blade runner]", "who directed [No Such Film]", "who directed blade runner?",
-                 "films with harrison", "motion pictures by mr scot", "[Alien] and [Witness]"]
-    alone = [link_entities(store, kb=kb, question=x, vector=embedder.embed([x])[0]) for x in questions]
-    run, lookups, embedded = store.run, [], []
-
-    def counting(query: str, **params: Any) -> Any:
-        if query is q.LINK_EXACT:
-            lookups.append(params["keys"])
-        return run(query, **params)
-
-    def embed(texts: list[str]) -> list[list[float]]:
-        embedded.append(texts)
-        return embedder.embed(texts)
-
-    monkeypatch.setattr(store, "run", counting)
-    together = link_many(store, kb=kb, questions=questions, embed=embed)
-    assert together == alone
-    assert [s.name for s in together[5]] == ["Alien", "Witness"]
-    assert len(lookups) == 1  # every exact name and n-gram of the six questions in one round trip
-    assert embedded == [["motion pictures by mr scot"]]  # only the question the other steps missed
-    assert link_many(store, kb=kb, questions=questions, embed=embed, limit=0) == [[]] * 6
 
 
 def test_k_hop_bounds_and_directions(store: Neo4jStore, kbs: tuple[str, str]) -> None:

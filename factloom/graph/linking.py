@@ -8,14 +8,13 @@ entity name or alias, then the full-text index on names, then the nearest entity
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from factloom.graph import queries as q
 from factloom.graph.store import Neo4jStore, check_kb
 from factloom.graph.types import Seed, entity_key
 
-__all__ = ["link_entities", "link_many", "strip_mentions", "bracketed_mentions", "lucene_escape"]
+__all__ = ["link_entities", "strip_mentions", "bracketed_mentions", "lucene_escape"]
 
 _BRACKETED = re.compile(r"\[([^\[\]]+)\]")
 # every character the classic Lucene query parser gives a meaning to
@@ -70,45 +69,36 @@ def link_entities(
     ``vector`` is the question's embedding (the caller usually has it already); ``None`` skips the
     vector step. An empty list means nothing linked, which callers report rather than raise.
     """
-    embed = None if vector is None else (lambda texts: [vector])
-    return link_many(store, kb=kb, questions=[question], embed=embed, limit=limit)[0]
-
-
-def link_many(
-    store: Neo4jStore, *, kb: str, questions: Sequence[str],
-    embed: Callable[[list[str]], Sequence[Sequence[float]]] | None, limit: int = 3,
-) -> list[list[Seed]]:
-    """:func:`link_entities` for several questions of one kb: the exact-name step (bracketed names,
-    else every word n-gram) of all of them in one store round trip, then the full-text step for
-    each question still without a seed, then the vector step for those, whose embeddings ``embed``
-    computes in one call (``None``: no vector step)."""
     check_kb(kb)
     if limit < 1:
-        return [[] for _ in questions]
-    # the asker's [bracketed] names are the entities: one that does not exist links to nothing
-    # rather than to a guess, so the answer can say so; without brackets, every word n-gram
-    named = [[entity_key(m) for m in bracketed_mentions(question)] for question in questions]
-    grams = [[] if keys else _ngrams(question) for question, keys in zip(questions, named, strict=True)]
-    wanted = {k for keys in named for k in keys if k} | {k for g in grams for _, _, k in g}
-    rows = store.run(q.LINK_EXACT, routing="r", kb=kb, keys=sorted(wanted)) if wanted else []
-    found = {r["key"]: r for r in rows}
-    linked = [_exact(found, keys, limit) if keys else
-              _longest_ngrams(found, g, limit) or _fulltext(store, kb, question, limit)
-              for question, keys, g in zip(questions, named, grams, strict=True)]
-    rest = [i for i, (seeds, keys) in enumerate(zip(linked, named, strict=True)) if not seeds and not keys]
-    if rest and embed is not None:
-        vectors = embed([questions[i] for i in rest])
-        for i, vector in zip(rest, vectors, strict=True):
-            linked[i] = _vector(store, kb, vector, limit)
-    return linked
+        return []
+    mentions = bracketed_mentions(question)
+    if mentions:
+        # the asker told us the entities; a bracketed name that does not exist links to nothing
+        # rather than to a guess, so the answer can say so
+        return _exact(store, kb, [entity_key(m) for m in mentions], limit)
+    seeds = _longest_ngrams(store, kb, question, limit)
+    if seeds:
+        return seeds
+    seeds = _fulltext(store, kb, question, limit)
+    if seeds:
+        return seeds
+    if vector is not None:
+        return _vector(store, kb, vector, limit)
+    return []
 
 
-def _exact(found: dict[str, Any], keys: list[str], limit: int) -> list[Seed]:
+def _exact(store: Neo4jStore, kb: str, keys: list[str], limit: int, score: float = 1.0) -> list[Seed]:
+    keys = list(dict.fromkeys(k for k in keys if k))
+    if not keys:
+        return []
+    rows = store.run(q.LINK_EXACT, routing="r", kb=kb, keys=keys)
+    by_key = {r["key"]: r for r in rows}
     seeds: dict[str, Seed] = {}
-    for key in dict.fromkeys(k for k in keys if k):  # keep the question's order
-        row = found.get(key)
+    for key in keys:  # keep the question's order
+        row = by_key.get(key)
         if row and row["id"] not in seeds:
-            seeds[row["id"]] = Seed(entity_id=row["id"], name=row["name"], score=1.0, how="exact")
+            seeds[row["id"]] = Seed(entity_id=row["id"], name=row["name"], score=score, how="exact")
     return list(seeds.values())[:limit]
 
 
@@ -125,7 +115,12 @@ def _ngrams(question: str) -> list[tuple[int, int, str]]:
     return out
 
 
-def _longest_ngrams(found: dict[str, Any], grams: list[tuple[int, int, str]], limit: int) -> list[Seed]:
+def _longest_ngrams(store: Neo4jStore, kb: str, question: str, limit: int) -> list[Seed]:
+    grams = _ngrams(question)
+    if not grams:
+        return []
+    rows = store.run(q.LINK_EXACT, routing="r", kb=kb, keys=sorted({k for _, _, k in grams}))
+    found = {r["key"]: r for r in rows}
     hits = sorted(
         ((i, j, found[k]) for i, j, k in grams if k in found), key=lambda h: (h[0] - h[1], h[0]),
     )
@@ -166,7 +161,7 @@ def _fulltext(store: Neo4jStore, kb: str, question: str, limit: int) -> list[See
     ]
 
 
-def _vector(store: Neo4jStore, kb: str, vector: Sequence[float], limit: int) -> list[Seed]:
+def _vector(store: Neo4jStore, kb: str, vector: list[float], limit: int) -> list[Seed]:
     rows = store.run(
         q.LINK_VECTOR, routing="r", kb=kb, vector=[float(x) for x in vector],
         fetch=max(limit * _VECTOR_OVERFETCH, 50), limit=limit,

@@ -1,9 +1,8 @@
 """The learned query path of one API process: the active router / reasoner per kb, loaded from the
 model registry by version, and one dynamic batcher that every request thread shares.
 
-A batch runs linking, retrieval and the models together: the questions' entity names are looked up
-in one store round trip (:func:`~factloom.graph.linking.link_many`), the questions are encoded in one
-sentence-model pass, the router plans each question's relations per hop from the question alone, the store is
+A batch runs retrieval and the models together: the questions are encoded in one sentence-model
+pass, the router plans each question's relations per hop from the question alone, the store is
 asked twice per hop for all the batch's questions (the relations around each frontier, then the
 facts along the chosen ones), and the reasoner reads the result. Routers that cannot plan, and
 questions whose planned relations lead nowhere, get the plain k-hop candidates and the router's
@@ -15,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
@@ -23,7 +22,6 @@ import numpy.typing as npt
 
 from factloom.config import Settings
 from factloom.graph import Neo4jStore
-from factloom.graph.linking import link_many
 from factloom.graph.retrieval import guided_subgraphs, k_hop_subgraph, kb_predicates
 from factloom.graph.store import check_kb
 from factloom.graph.types import Seed, Subgraph
@@ -55,10 +53,8 @@ class Loaded:
 
 @dataclass
 class Answered:
-    seeds: list[Seed]  # the linked entities (none: nothing was retrieved or answered)
     result: Result
     candidates: Subgraph  # what retrieval returned (router-guided, or k-hop)
-    link_ms: float  # the batch's linking time
     retrieve_ms: float  # the batch's retrieval time
 
 
@@ -66,14 +62,13 @@ class Answered:
 class _Job:
     loaded: Loaded
     question: str
+    seeds: list[Seed]
     store: Neo4jStore
     kb: str
     max_hops: int
     max_edges: int
     as_of: datetime | None
     top_k: int
-    seed_limit: int
-    seeds: list[Seed] = field(default_factory=list)  # linked in the batch
 
 
 class QueryEngine:
@@ -132,12 +127,11 @@ class QueryEngine:
                       reasoner_version=reasoner_v[0],
                       pipeline=LearnedPipeline(router, reasoner, self.features, policy, device=self.device))
 
-    def run(self, loaded: Loaded, question: str, *, store: Neo4jStore, kb: str, max_hops: int, max_edges: int,
-            as_of: datetime | None, top_k: int, seed_limit: int) -> Answered:
-        """Link, retrieve and answer one question (on the batcher's thread, with the others of its
-        batch); no seed (``Answered.seeds`` empty) means nothing was retrieved."""
+    def run(self, loaded: Loaded, question: str, seeds: Sequence[Seed], *, store: Neo4jStore, kb: str,
+            max_hops: int, max_edges: int, as_of: datetime | None, top_k: int) -> Answered:
+        """Retrieve and answer one question from its linked ``seeds`` (on the batcher's thread)."""
         check_kb(kb)  # a bad kb must fail this caller, not the batch it would join
-        return self.batcher.submit(_Job(loaded, question, store, kb, max_hops, max_edges, as_of, top_k, seed_limit))
+        return self.batcher.submit(_Job(loaded, question, list(seeds), store, kb, max_hops, max_edges, as_of, top_k))
 
     def predicates(self, store: Neo4jStore, kb: str) -> list[str]:
         key, now = (id(store), kb), time.monotonic()
@@ -186,32 +180,7 @@ class QueryEngine:
                 policy.calibrate("encoder", run, run_low=run, vectors=True)
         return questions_inputs(self.embedder, questions, mentions, policy.dtype_name("encoder"))
 
-    def _link(self, jobs: Sequence[_Job]) -> None:
-        """Each job's seeds: one exact-name lookup per kb for the whole batch (a round trip each had
-        cost every request ~2 ms of store time and, under load, ~10 ms of waiting for the GIL)."""
-        groups: dict[tuple[int, str, int], list[_Job]] = {}
-        for j in jobs:
-            groups.setdefault((id(j.store), j.kb, j.seed_limit), []).append(j)
-        for (_, kb, limit), members in groups.items():
-            linked = link_many(members[0].store, kb=kb, questions=[j.question for j in members],
-                               embed=self.embedder.embed, limit=limit)
-            for j, seeds in zip(members, linked, strict=True):
-                j.seeds = seeds
-
     def _run_batch(self, jobs: Sequence[_Job]) -> list[Answered]:
-        t0 = time.perf_counter()
-        self._link(jobs)
-        link_ms = (time.perf_counter() - t0) * 1000
-        answered = [Answered([], Result([], Subgraph(seeds=[], names={}), 0), Subgraph(seeds=[], names={}),
-                             link_ms, 0.0) for _ in jobs]
-        linked = [i for i, j in enumerate(jobs) if j.seeds]
-        if linked:
-            for i, a in zip(linked, self._answer([jobs[i] for i in linked]), strict=True):
-                a.link_ms = link_ms
-                answered[i] = a
-        return answered
-
-    def _answer(self, jobs: Sequence[_Job]) -> list[Answered]:
         # the batch's questions share one sentence-model pass (8 questions: ~3x cheaper than one by one)
         encoded = self.encode([j.question for j in jobs], [[s.name for s in j.seeds] for j in jobs])
         t0 = time.perf_counter()
@@ -231,7 +200,7 @@ class QueryEngine:
             for i, result in zip(members, out, strict=True):
                 result.answers = result.answers[: jobs[i].top_k]
                 results[i] = result
-        return [Answered(jobs[i].seeds, results[i], graphs[i], 0.0, retrieve_ms) for i in range(len(jobs))]
+        return [Answered(results[i], graphs[i], retrieve_ms) for i in range(len(jobs))]
 
 
 _engines: dict[int, QueryEngine] = {}

@@ -1,10 +1,9 @@
 """Answering a question: link → retrieve the candidate subgraph → route → reason.
 
 Blocking throughout (Neo4j driver, the model): the route is a plain ``def``, so FastAPI runs it in
-its threadpool and the event loop stays free. With learned models, linking, retrieval and the models
-run on the engine's batcher thread, so concurrent questions share one linking lookup, one model
-call and the store round trips of each hop; the ``link`` and ``retrieve`` timings are then that
-batch's.
+its threadpool and the event loop stays free. With learned models, retrieval and the models run on
+the engine's batcher thread, so concurrent questions share one model call and the store round trips
+of each hop; the ``retrieve`` timing is then that batch's retrieval.
 """
 
 from __future__ import annotations
@@ -64,27 +63,28 @@ def answer(
         precision=dict(loaded.pipeline.policy.chosen) if loaded else {},
     )
     t0 = time.perf_counter()
+    with _graph_errors():
+        # with bracketed names the vector step never runs, so skip the embedding
+        vector = None if bracketed_mentions(question) else embedder.embed([question])[0]
+        seeds = link_entities(store, kb=kb, question=question, vector=vector, limit=SEED_LIMIT)
+    t1 = time.perf_counter()
+    if not seeds:
+        return QueryOut(
+            answers=[], seeds=[], model_versions=versions,
+            timings_ms=_timings(t0, t1, t1, t1),
+            note="no entity of the question could be linked to the knowledge base; "
+                 "put names in [brackets] to link them exactly",
+        )
     answers: list[Answer]
     if loaded is not None and engine is not None:
         with _graph_errors():
-            # linking and retrieval run in the engine's batch, guided by the router (see engine.QueryEngine)
-            answered = engine.run(loaded, question, store=store, kb=kb, max_hops=hops, max_edges=max_edges,
-                                  as_of=as_of, top_k=top_k, seed_limit=SEED_LIMIT)
-        seeds = answered.seeds
-        t1 = t0 + answered.link_ms / 1000.0
-        if not seeds:
-            return _unlinked(versions, _timings(t0, t1, t1, t1))
+            # retrieval runs in the engine's batch, guided by the router (see engine.QueryEngine)
+            answered = engine.run(loaded, question, seeds, store=store, kb=kb, max_hops=hops, max_edges=max_edges,
+                                  as_of=as_of, top_k=top_k)
         graph, answers, routed = answered.candidates, answered.result.answers, answered.result.routed
         t2 = t1 + answered.retrieve_ms / 1000.0
         versions.precision = {**engine.encoder_policy.chosen, **loaded.pipeline.policy.chosen}
     else:
-        with _graph_errors():
-            # with bracketed names the vector step never runs, so skip the embedding
-            vector = None if bracketed_mentions(question) else embedder.embed([question])[0]
-            seeds = link_entities(store, kb=kb, question=question, vector=vector, limit=SEED_LIMIT)
-        t1 = time.perf_counter()
-        if not seeds:
-            return _unlinked(versions, _timings(t0, t1, t1, t1))
         with _graph_errors():
             graph = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges, as_of=as_of)
         t2 = time.perf_counter()
@@ -115,14 +115,6 @@ def answer(
         subgraph=subgraph,
         sentence=verbaliser.sentence(question, answers[0]) if verbaliser is not None and answers else None,
         note=None if answers else f"no current facts lead from the linked entities within {hops} hops",
-    )
-
-
-def _unlinked(versions: ModelVersions, timings: Timings) -> QueryOut:
-    return QueryOut(
-        answers=[], seeds=[], model_versions=versions, timings_ms=timings,
-        note="no entity of the question could be linked to the knowledge base; "
-             "put names in [brackets] to link them exactly",
     )
 
 
