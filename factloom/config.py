@@ -86,7 +86,8 @@ class Settings(BaseSettings):
     query_max_edges: int = 5000
     # learned | baseline | auto (learned when a reasoner is registered for the kb, else baseline)
     query_reasoner: str = "auto"
-    query_precision: str = "auto"  # auto (bf16/fp16 when its check passes, else fp32) | fp32 | bf16 | fp16
+    # auto (bf16/fp16 per operation where it agrees with fp32 and runs faster, else fp32) | fp32 | bf16 | fp16
+    query_precision: str = "auto"
     query_batch_max: int = 16  # most questions one model call serves
     query_batch_window_ms: float = 2.0  # how long the first question waits for others
     query_batch_workers: int = 1  # batches answered at once (store round trips overlap model time)
