@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 from sqlalchemy import func, select
 
+from factloom.config import Settings
 from factloom.ledger import Database, FactSubmission, IngestBatch
 
 pytestmark = pytest.mark.integration
@@ -106,6 +109,33 @@ def test_health_readiness_and_metrics(anonymous: httpx.Client) -> None:
         assert metric in text
     # each request is timed under its route and status
     assert 'method="GET",route="/readyz",status="200"' in text
+
+
+def test_metrics_count_the_requests_of_every_api_process(anonymous: httpx.Client, settings: Settings) -> None:
+    # the session's API runs FACTLOOM_API_WORKERS processes (the default, 2): whichever answers the
+    # scrape, it reports the requests all of them served
+    assert settings.api_workers == 2
+    shared = settings.home / "run" / f"metrics-{settings.api_port}"
+    count = re.compile(r'factloom_http_request_seconds_count\{method="GET",route="/healthz",status="200"\} (\S+)')
+
+    def served() -> float:
+        found = count.search(anonymous.get("/metrics").text)
+        return float(found.group(1)) if found else 0.0
+
+    def processes() -> set[str]:
+        return {p.stem.rsplit("_", 1)[1] for p in shared.glob("histogram_*.db")}
+
+    def healthz(_: int) -> bool:  # a new connection each time, so the kernel hands them to both processes
+        return httpx.get(f"{settings.base_url}/healthz", timeout=30).status_code == 200
+
+    before, sent = served(), 0
+    with ThreadPoolExecutor(8) as pool:
+        for _ in range(10):
+            sent += sum(pool.map(healthz, range(40)))
+            if len(processes()) >= 2:
+                break
+    assert len(processes()) == 2, "the requests all went to one API process"
+    assert [served() for _ in range(4)] == [before + sent] * 4
 
 
 def test_a_body_over_the_limit_is_refused_before_it_is_read(anonymous: httpx.Client, db: Database) -> None:

@@ -20,7 +20,7 @@ from factloom.graph.errors import GraphUnavailable, InvalidGraphInput
 from factloom.platform.admin.routes import router as admin_router
 from factloom.platform.errors import PlatformError
 from factloom.platform.ingest.routes import router as ingest_router
-from factloom.platform.metrics import REGISTRY, REQUEST_SECONDS, LedgerCollector
+from factloom.platform.metrics import REGISTRY, REQUEST_SECONDS, LedgerCollector, scrape_registry
 from factloom.platform.query.routes import router as query_router
 from factloom.platform.resources import Resources
 from factloom.platform.review.routes import router as review_router
@@ -55,6 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.resources = resources
         collector = LedgerCollector(resources.db, settings.redis_url, ("ingest", "check", "learn"))
         REGISTRY.register(collector)
+        app.state.ledger_metrics = collector
         try:
             yield
         finally:
@@ -108,8 +109,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return problem(exc.status_code, str(exc.detail), str(exc.detail), request)
 
     @app.get("/metrics", include_in_schema=False)
-    def metrics() -> Response:
-        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+    def metrics(request: Request) -> Response:
+        registry = scrape_registry(request.app.state.ledger_metrics)
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(system_router)
     app.include_router(ingest_router)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import runpy
 import sys
 from pathlib import Path
@@ -109,6 +110,25 @@ def cmd_down(args: argparse.Namespace, settings: Settings) -> None:
 
     services.stop_all(settings)
     print("FactLoom stopped.")
+
+
+def cmd_api(args: argparse.Namespace, settings: Settings) -> None:
+    """Serve the HTTP API in the foreground (what ``up`` and docker-compose run): uvicorn with
+    ``--workers`` processes, which share their request metrics through a fresh multiprocess directory
+    (``PROMETHEUS_MULTIPROC_DIR`` when set, else one under ``home/run``)."""
+    from factloom.platform.metrics import MULTIPROC_ENV, reset_multiprocess_dir
+
+    host = args.host or settings.api_host
+    port = settings.api_port if args.port is None else args.port
+    workers = settings.api_workers if args.workers is None else args.workers
+    if workers < 1:
+        sys.exit(f"--workers (FACTLOOM_API_WORKERS) must be 1 or more, not {workers}")
+    shared = Path(os.environ.get(MULTIPROC_ENV) or settings.home / "run" / f"metrics-{port}")
+    reset_multiprocess_dir(shared)
+    os.environ[MULTIPROC_ENV] = str(shared)
+    argv = [sys.executable, "-m", "uvicorn", "factloom.platform.app:app", "--host", host, "--port", str(port),
+            "--workers", str(workers)]
+    os.execv(sys.executable, argv)  # the same pid, so a pid file written for this process stays right
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> None:
@@ -221,6 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=cmd_up)
     sub.add_parser("down", help="stop every local service").set_defaults(func=cmd_down)
     sub.add_parser("status", help="each service, up or down").set_defaults(func=cmd_status)
+    api = sub.add_parser("api", help="serve the HTTP API in the foreground (uvicorn, FACTLOOM_API_WORKERS processes)")
+    api.add_argument("--host", help="default FACTLOOM_API_HOST")
+    api.add_argument("--port", type=int, help="default FACTLOOM_API_PORT")
+    api.add_argument("--workers", type=int, help="processes, default FACTLOOM_API_WORKERS")
+    api.set_defaults(func=cmd_api)
     sub.add_parser("migrate", help="bring the ledger and the graph schema up to date").set_defaults(func=cmd_migrate)
     keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="keys_command", required=True)
     create = keys.add_parser("create", help="print a new API key")

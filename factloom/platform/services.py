@@ -369,10 +369,9 @@ def services(settings: Settings, *, postgres_port: int | None = None) -> dict[st
             "beat", settings, [*celery, "beat", "--loglevel", "INFO", "--schedule",
                                str(settings.home / "run" / "celerybeat-schedule")],
             match="celery", ready_marker="beat: Starting"),
-        "api": _PythonService(
-            "api", settings, ["uvicorn", "factloom.platform.app:app", "--host", settings.api_host,
-                              "--port", str(settings.api_port)],
-            match="uvicorn", probe=lambda: http_ok(health)),
+        # ``factloom api`` execs uvicorn in the same process (the pid file stays right)
+        "api": _PythonService("api", settings, ["factloom.platform.cli", "api"], match="uvicorn",
+                              probe=lambda: http_ok(health)),
     }
 
 
