@@ -98,6 +98,8 @@ class Settings(BaseSettings):
     # cannot plan); khop: the plain k-hop candidates around the seeds
     query_retrieval: Literal["guided", "khop"] = "guided"
     query_torch_threads: int = 1  # torch intra-op threads in the API process (0: torch's default, all cores)
+    # question phrasings (mentions stripped) whose encoder output is kept, per precision; 0: none
+    query_encoder_cache: int = 1024
     # a local causal LM directory (save_pretrained) that words the answer as a sentence; empty: off
     query_verbaliser_path: str = ""
 

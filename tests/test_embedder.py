@@ -56,3 +56,28 @@ def test_tokens_in_bf16_match_fp32(embedder: Embedder) -> None:
     np.testing.assert_allclose(embedder.encode(texts[:1])[0], ref[0][0], atol=1e-5)
     with pytest.raises(ValueError, match="unknown precision"):
         embedder.encode_with_tokens(texts, precision="int4")
+
+
+def test_token_embeddings_are_cached_per_text_and_precision(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    texts = ["who directed", "the films that share actors with were released in which years", "who directed"]
+    fresh = Embedder(None, device="cpu", token_cache_size=0).encode_with_tokens(texts)
+    encoded: list[str] = []
+    model_encode = embedder._model.encode
+
+    def counting(todo: list[str], **kwargs: object) -> object:
+        encoded.extend(todo)
+        return model_encode(todo, **kwargs)
+
+    monkeypatch.setattr(embedder._model, "encode", counting)
+    first = embedder.encode_with_tokens(texts)
+    assert encoded == texts[:2]  # the repeated text is encoded once
+    first[0][1][:] = 0.0  # a caller writing to its copy does not reach the cache
+    again = embedder.encode_with_tokens(texts[::-1])
+    assert encoded == texts[:2]  # all from the cache
+    for (v, t), (fv, ft) in zip(again[::-1], fresh, strict=True):
+        np.testing.assert_allclose(v, fv, atol=1e-5)
+        np.testing.assert_allclose(t, ft, atol=1e-5)
+    low = embedder.encode_with_tokens(texts[:1], precision="bf16")  # another precision, another entry
+    assert encoded == texts[:2] and not np.array_equal(low[0][1], again[2][1])

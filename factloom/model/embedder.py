@@ -1,16 +1,18 @@
 """The sentence embedder: all-MiniLM-L6-v2 from a local directory, never from the network.
 
 Entity names are embedded once, when they are written; questions and relation signatures are
-embedded per query, so repeated short texts (the same relation names come back in every question)
-are kept in a small LRU cache.
+embedded per query, so repeated short texts are kept in small LRU caches: the same relation names
+come back in every question, and a question stripped of its entity mentions is one of a few hundred
+phrasings ("who directed", "the films that share actors with … were released in which years").
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +21,9 @@ __all__ = ["Embedder", "default_model_path", "resolve_device"]
 
 # texts longer than this are not cached: they are rarely repeated and would crowd the cache out
 _CACHE_MAX_CHARS = 256
+
+_V = TypeVar("_V")
+Tokens = tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]  # sentence (D,), tokens (L, D)
 
 
 def default_model_path() -> Path:
@@ -50,6 +55,8 @@ class Embedder:
             (``local_files_only``), so loading never reaches the network.
         device: ``"auto"`` (CUDA if available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``…
         cache_size: how many short texts keep their vector (0 disables the cache).
+        token_cache_size: how many short texts keep their token embeddings per precision for
+            :meth:`encode_with_tokens` (~15 kB each for a ten-token question; 0 disables it).
 
     Shapes:
         - **input:** ``N`` strings
@@ -59,7 +66,8 @@ class Embedder:
     and tokenisers are not safe to call concurrently.
     """
 
-    def __init__(self, path: str | None = None, device: str = "auto", cache_size: int = 4096) -> None:
+    def __init__(self, path: str | None = None, device: str = "auto", cache_size: int = 4096,
+                 token_cache_size: int = 1024) -> None:
         from sentence_transformers import SentenceTransformer
 
         model_dir = Path(path) if path else default_model_path()
@@ -75,8 +83,9 @@ class Embedder:
         dim = get_dim()
         self.dimension: int = int(dim) if dim else int(self._encode_raw(["x"], 1).shape[1])
         self.version: str = _version_of(model_dir)
-        self.cache_size = cache_size
-        self._cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._cache: _LRU[npt.NDArray[np.float32]] = _LRU(cache_size)
+        self._token_cache_size = token_cache_size
+        self._token_caches: dict[str, _LRU[Tokens]] = {}  # per precision
         self._lock = threading.Lock()
         self._copies: dict[str, Any] = {}  # the model in a lower precision, for encode_with_tokens
 
@@ -97,33 +106,15 @@ class Embedder:
         """Embed ``texts`` as an ``(N, D)`` float32 array of unit rows; cached texts skip the model."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        out = np.empty((len(texts), self.dimension), dtype=np.float32)  # (N, D)
         with self._lock:
-            todo: dict[str, list[int]] = {}
-            for i, text in enumerate(texts):
-                hit = self._cache.get(text) if self.cache_size else None
-                if hit is not None:
-                    self._cache.move_to_end(text)
-                    out[i] = hit
-                else:
-                    todo.setdefault(text, []).append(i)
-            if todo:
-                unique = list(todo)
-                vectors = self._encode_raw(unique, batch_size)  # (U, D)
-                for text, vector in zip(unique, vectors, strict=True):
-                    out[todo[text]] = vector
-                    if self.cache_size and len(text) <= _CACHE_MAX_CHARS:
-                        self._cache[text] = vector
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
-        return out
+            rows = _through(self._cache, texts, lambda todo: list(self._encode_raw(todo, batch_size)))
+        return np.stack(rows).astype(np.float32, copy=False)  # (N, D)
 
-    def encode_with_tokens(
-        self, texts: list[str], batch_size: int = 64, precision: str = "fp32",
-    ) -> list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]]:
+    def encode_with_tokens(self, texts: list[str], batch_size: int = 64, precision: str = "fp32") -> list[Tokens]:
         """One transformer pass per text for both its sentence embedding ``(D,)`` (unit norm, as
         :meth:`encode` returns it) and its contextual token embeddings ``(L, D)`` (``[CLS]`` …
-        ``[SEP]``, padding removed), as float32. Not cached: token embeddings are per question.
+        ``[SEP]``, padding removed), as float32 copies. Short texts are cached per precision: the
+        query path encodes questions without their entity mentions, whose phrasings repeat.
 
         ``precision`` ``bf16`` / ``fp16`` runs a copy of the model with its weights in that dtype
         (made on first use, ~45 MB for MiniLM): on this CPU bf16 encodes a MetaQA question in 8 ms
@@ -132,12 +123,18 @@ class Embedder:
         stays fp32: its vectors are stored and compared with those of other processes."""
         if not texts:
             return []
+
+        def run(todo: list[str]) -> list[Tokens]:
+            outs = model.encode(todo, batch_size=batch_size, output_value=None, convert_to_numpy=True,
+                                normalize_embeddings=True, show_progress_bar=False)
+            return [(_numpy(o["sentence_embedding"]), _numpy(o["token_embeddings"][: int(o["attention_mask"].sum())]))
+                    for o in outs]
+
         with self._lock:  # the tokeniser is not safe to call concurrently
-            outs = self._model_in(precision).encode(texts, batch_size=batch_size, output_value=None,
-                                                    convert_to_numpy=True, normalize_embeddings=True,
-                                                    show_progress_bar=False)
-        return [(_numpy(o["sentence_embedding"]), _numpy(o["token_embeddings"][: int(o["attention_mask"].sum())]))
-                for o in outs]
+            model = self._model_in(precision)  # an unknown precision raises here
+            cache = self._token_caches.setdefault(precision, _LRU(self._token_cache_size))
+            found = _through(cache, texts, run)
+        return [(vector.copy(), tokens.copy()) for vector, tokens in found]  # callers may write to theirs
 
     def _model_in(self, precision: str) -> Any:
         # the model in ``precision`` (fp32: the model itself); called under the lock
@@ -160,6 +157,39 @@ class Embedder:
 
     def __call__(self, texts: list[str]) -> list[list[float]]:
         return self.embed(texts)
+
+
+class _LRU(OrderedDict[str, _V]):
+    """At most ``size`` entries, the least recently used dropped first (``size`` 0 keeps none)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def hit(self, key: str) -> _V | None:
+        value = self.get(key)
+        if value is not None:
+            self.move_to_end(key)
+        return value
+
+    def keep(self, key: str, value: _V) -> None:
+        if self.size and len(key) <= _CACHE_MAX_CHARS:
+            self[key] = value
+            while len(self) > self.size:
+                self.popitem(last=False)
+
+
+def _through(cache: _LRU[_V], texts: Sequence[str], compute: Callable[[list[str]], Sequence[_V]]) -> list[_V]:
+    """Each text's value from ``cache``, the missing ones from one ``compute`` call on the distinct
+    missing texts (then kept)."""
+    found: list[_V | None] = [cache.hit(t) for t in texts]
+    todo = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
+    if todo:
+        computed = dict(zip(todo, compute(todo), strict=True))
+        for text, value in computed.items():
+            cache.keep(text, value)
+        found = [computed[t] if v is None else v for t, v in zip(texts, found, strict=True)]
+    return found  # type: ignore[return-value]  # every None was filled
 
 
 def _numpy(value: Any) -> npt.NDArray[np.float32]:

@@ -34,7 +34,8 @@ class Resources:
         """The sentence model, loaded on first use (a few seconds) and shared by all requests."""
         with self._lock:
             if self._embedder is None:
-                self._embedder = Embedder(self.settings.embedder_path or None, device=self.settings.device)
+                self._embedder = Embedder(self.settings.embedder_path or None, device=self.settings.device,
+                                          token_cache_size=self.settings.query_encoder_cache)
             return self._embedder
 
     def close(self) -> None:
