@@ -119,6 +119,26 @@ def test_rejected_and_pending_facts_never_in_a_learned_path(api: httpx.Client, d
         assert not {"paris", "zed"} & set(body["subgraph"]["candidate_entities"])
 
 
+def test_warm_up_loads_the_models_and_checks_their_precision(settings: Settings, trained: dict[str, str]) -> None:
+    from factloom.platform.query.engine import get_engine
+    from factloom.platform.query.service import warm_up
+    from factloom.platform.resources import Resources
+
+    resources = Resources.open(settings)  # a new process's resources: nothing loaded yet
+    try:
+        engine = get_engine(settings, resources.db, resources.embedder)
+        assert not engine.encoder_policy.chosen
+        took = warm_up(resources)
+        assert {"", KB} <= set(took)
+        loaded = engine.learned(KB)
+        assert loaded is not None and loaded.reasoner_version == trained["reasoner"]
+        # what the first question would have checked is checked: every operation has its dtype
+        assert set(engine.encoder_policy.chosen) == {"encoder"}
+        assert set(loaded.pipeline.policy.chosen) == {"router", "reasoner"}
+    finally:
+        resources.close()
+
+
 def test_concurrent_callers_each_get_their_own_answer(api: httpx.Client, trained: dict[str, str]) -> None:
     asks = [(q.format(s), a) for q, by in QUESTIONS for s, a in by.items()] * 4
     with ThreadPoolExecutor(max_workers=8) as pool:

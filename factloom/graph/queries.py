@@ -235,6 +235,14 @@ RETURN item.q AS q, item.id AS via,
                    endNode(r).id, endNode(r).name]] AS facts
 """
 
+# one current fact of a kb, for a question that warms a new API process's models up
+SOME_FACT = """
+MATCH (s:Entity {kb: $kb})-[r:FACT]->()
+WHERE r.kb = $kb AND coalesce(r.status, 'accepted') = 'accepted' AND r.valid_to IS NULL
+RETURN s.name AS subject, r.predicate AS predicate
+LIMIT 1
+"""
+
 # the predicates of a kb's current facts (the router plans over them)
 KB_PREDICATES = """
 MATCH ()-[r:FACT]->()

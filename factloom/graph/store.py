@@ -242,6 +242,11 @@ class Neo4jStore:
         rows = self.run(q.FACTS_BY_ID, routing="r", kb=check_kb(kb), fact_ids=list(fact_ids))
         return [_stored(r) for r in rows]
 
+    def some_fact(self, kb: str) -> tuple[str, str] | None:
+        """(subject name, predicate) of one current fact of ``kb``; ``None`` when it has none."""
+        rows = self.run(q.SOME_FACT, routing="r", kb=check_kb(kb))
+        return (rows[0]["subject"], rows[0]["predicate"]) if rows else None
+
     def count(self, kb: str) -> tuple[int, int]:
         """(entities, facts) in ``kb``."""
         row = self.run(q.COUNT_KB, routing="r", kb=check_kb(kb))[0]

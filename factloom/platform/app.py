@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -22,6 +23,7 @@ from factloom.platform.errors import PlatformError
 from factloom.platform.ingest.routes import router as ingest_router
 from factloom.platform.metrics import REGISTRY, REQUEST_SECONDS, LedgerCollector, scrape_registry
 from factloom.platform.query.routes import router as query_router
+from factloom.platform.query.service import warm_up
 from factloom.platform.resources import Resources
 from factloom.platform.review.routes import router as review_router
 from factloom.platform.system import router as system_router
@@ -56,6 +58,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         collector = LedgerCollector(resources.db, settings.redis_url, ("ingest", "check", "learn"))
         REGISTRY.register(collector)
         app.state.ledger_metrics = collector
+        if settings.query_warm_up:
+            threading.Thread(target=warm_up, args=(resources,), name="query-warm-up", daemon=True).start()
         try:
             yield
         finally:

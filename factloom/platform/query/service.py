@@ -9,6 +9,7 @@ of each hop; the ``retrieve`` timing is then that batch's retrieval.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -17,11 +18,12 @@ from factloom.graph import InvalidGraphInput, Neo4jStore
 from factloom.graph.errors import GraphUnavailable
 from factloom.graph.linking import bracketed_mentions, link_entities
 from factloom.graph.retrieval import k_hop_subgraph
+from factloom.ledger import active_versions
 from factloom.model.embedder import Embedder
 from factloom.model.pathrank import Answer, PathRankReasoner
 from factloom.model.verbaliser import Verbaliser
 from factloom.platform.errors import BadRequest, Conflict, Unavailable
-from factloom.platform.query.engine import QueryEngine
+from factloom.platform.query.engine import QueryEngine, get_engine
 from factloom.platform.query.schemas import (
     AnswerOut,
     ModelVersions,
@@ -31,8 +33,11 @@ from factloom.platform.query.schemas import (
     SubgraphOut,
     Timings,
 )
+from factloom.platform.resources import Resources
 
-__all__ = ["answer"]
+__all__ = ["answer", "warm_up"]
+
+log = logging.getLogger(__name__)
 
 SEED_LIMIT = 3
 
@@ -116,6 +121,40 @@ def answer(
         sentence=verbaliser.sentence(question, answers[0]) if verbaliser is not None and answers else None,
         note=None if answers else f"no current facts lead from the linked entities within {hops} hops",
     )
+
+
+def warm_up(resources: Resources) -> dict[str, float]:
+    """Load now what a new API process would otherwise load on its first question: the sentence
+    model and, for each kb with a learned reasoner, its models, then answer one question about a
+    fact of that kb, which checks each operation's precision against fp32. Returns the seconds each
+    took ("" for the sentence model). A failure is logged, not raised: a cold process still answers,
+    only its first question is slow."""
+    took: dict[str, float] = {}
+    try:
+        t0 = time.perf_counter()
+        settings, embedder = resources.settings, resources.embedder
+        engine = get_engine(settings, resources.db, embedder)
+        took[""] = time.perf_counter() - t0
+        kbs = sorted(kb for _, kb in active_versions(resources.db, ("reasoner",)))
+    except Exception:
+        log.warning("warming the query models up failed; they load on the first question", exc_info=True)
+        return took
+    for kb in kbs:
+        t0 = time.perf_counter()
+        try:
+            fact = resources.store.some_fact(kb)
+            if fact is None:
+                continue
+            subject, predicate = fact
+            answer(store=resources.store, embedder=embedder, kb=kb, top_k=1, max_hops=None, as_of=None,
+                   question=f"{predicate.replace('_', ' ')} [{subject}]",  # e.g. "directed by [Blade Runner]"
+                   hops_limit=settings.query_max_hops, max_edges=settings.query_max_edges, engine=engine,
+                   reasoner="learned")
+            took[kb] = time.perf_counter() - t0
+        except Exception:
+            log.warning("warming kb %r's query models up failed; they load on its first question", kb, exc_info=True)
+    log.info("query models warm: %s", ", ".join(f"{kb or 'sentence model'} {s:.1f} s" for kb, s in took.items()))
+    return took
 
 
 @contextlib.contextmanager
