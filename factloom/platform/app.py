@@ -41,11 +41,23 @@ def problem(status: int, title: str, detail: str, request: Request, **extra: Any
     return JSONResponse(body, status_code=status, media_type=PROBLEM)
 
 
+def _log_info_to_stderr() -> None:
+    """FactLoom's INFO lines (models loaded, warm-up times) beside uvicorn's in the API's log,
+    unless logging is configured already (a host application's, pytest's)."""
+    logger = logging.getLogger("factloom")
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        _log_info_to_stderr()
         if settings.query_torch_threads:
             import torch
 
