@@ -81,3 +81,5 @@ def test_token_embeddings_are_cached_per_text_and_precision(
         np.testing.assert_allclose(t, ft, atol=1e-5)
     low = embedder.encode_with_tokens(texts[:1], precision="bf16")  # another precision, another entry
     assert encoded == texts[:2] and not np.array_equal(low[0][1], again[2][1])
+    embedder.encode_with_tokens(texts[:1], cache=False)  # what times the model runs the model
+    assert encoded == [*texts[:2], texts[0]]

@@ -134,6 +134,9 @@ def test_warm_up_loads_the_models_and_checks_their_precision(settings: Settings,
         assert loaded is not None and loaded.reasoner_version == trained["reasoner"]
         # what the first question would have checked is checked: every operation has its dtype
         assert set(engine.encoder_policy.chosen) == {"encoder"}
+        # the speed probe timed the encoder itself, not its cache (a cached lookup takes ~0.05 ms)
+        check = engine.encoder_policy.checks["encoder"]
+        assert float(check["ms_fp32"]) > 0.5 and float(check["ms_low"]) > 0.5, check
         assert set(loaded.pipeline.policy.chosen) == {"router", "reasoner"}
     finally:
         resources.close()

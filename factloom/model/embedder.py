@@ -110,11 +110,13 @@ class Embedder:
             rows = _through(self._cache, texts, lambda todo: list(self._encode_raw(todo, batch_size)))
         return np.stack(rows).astype(np.float32, copy=False)  # (N, D)
 
-    def encode_with_tokens(self, texts: list[str], batch_size: int = 64, precision: str = "fp32") -> list[Tokens]:
+    def encode_with_tokens(self, texts: list[str], batch_size: int = 64, precision: str = "fp32",
+                           cache: bool = True) -> list[Tokens]:
         """One transformer pass per text for both its sentence embedding ``(D,)`` (unit norm, as
         :meth:`encode` returns it) and its contextual token embeddings ``(L, D)`` (``[CLS]`` …
         ``[SEP]``, padding removed), as float32 copies. Short texts are cached per precision: the
-        query path encodes questions without their entity mentions, whose phrasings repeat.
+        query path encodes questions without their entity mentions, whose phrasings repeat
+        (``cache=False`` always runs the model, e.g. to time it).
 
         ``precision`` ``bf16`` / ``fp16`` runs a copy of the model with its weights in that dtype
         (made on first use, ~45 MB for MiniLM): on this CPU bf16 encodes a MetaQA question in 8 ms
@@ -132,8 +134,10 @@ class Embedder:
 
         with self._lock:  # the tokeniser is not safe to call concurrently
             model = self._model_in(precision)  # an unknown precision raises here
-            cache = self._token_caches.setdefault(precision, _LRU(self._token_cache_size))
-            found = _through(cache, texts, run)
+            if cache:
+                found = _through(self._token_caches.setdefault(precision, _LRU(self._token_cache_size)), texts, run)
+            else:
+                found = run(texts)
         return [(vector.copy(), tokens.copy()) for vector, tokens in found]  # callers may write to theirs
 
     def _model_in(self, precision: str) -> Any:

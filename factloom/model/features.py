@@ -78,13 +78,15 @@ def question_inputs(embedder: Any, question: str,
 
 
 def questions_inputs(embedder: Any, questions: Sequence[str], mentions: Sequence[Sequence[str]],
-                     precision: str = "fp32") -> list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]]:
+                     precision: str = "fp32", cache: bool = True,
+                     ) -> list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]]:
     """:func:`question_inputs` of many questions in one encoder call (the query batcher's batch),
-    the encoder in ``precision`` (:meth:`~factloom.model.embedder.Embedder.encode_with_tokens`)."""
+    the encoder in ``precision`` (:meth:`~factloom.model.embedder.Embedder.encode_with_tokens`;
+    ``cache=False``: not from its cache)."""
     from factloom.graph.linking import strip_mentions
 
     texts = [strip_mentions(q, m) or q for q, m in zip(questions, mentions, strict=True)]
-    return embedder.encode_with_tokens(texts, precision=precision)
+    return embedder.encode_with_tokens(texts, precision=precision, cache=cache)
 
 
 def path_reaches(s: Sample, relations: Sequence[RelationKey]) -> bool:

@@ -173,9 +173,9 @@ class QueryEngine:
             if "encoder" not in policy.chosen:
                 import torch
 
-                def run(precision: str = "fp32") -> list[torch.Tensor]:
+                def run(precision: str = "fp32") -> list[torch.Tensor]:  # uncached: the policy times it
                     return [torch.from_numpy(np.concatenate([v[None, :], t]))
-                            for v, t in questions_inputs(self.embedder, questions, mentions, precision)]
+                            for v, t in questions_inputs(self.embedder, questions, mentions, precision, cache=False)]
 
                 policy.calibrate("encoder", run, run_low=run, vectors=True)
         return questions_inputs(self.embedder, questions, mentions, policy.dtype_name("encoder"))
