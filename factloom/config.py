@@ -98,8 +98,8 @@ class Settings(BaseSettings):
     # cannot plan); khop: the plain k-hop candidates around the seeds
     query_retrieval: Literal["guided", "khop"] = "guided"
     query_torch_threads: int = 1  # torch intra-op threads in the API process (0: torch's default, all cores)
-    # question phrasings (mentions stripped) whose encoder output is kept, per precision; 0: none
-    query_encoder_cache: int = 1024
+    # question phrasings (mentions stripped) whose encoder and question-only model outputs are kept; 0: none
+    query_question_cache: int = 1024
     query_warm_up: bool = True  # each API process loads its models and answers one question at start
     # a local causal LM directory (save_pretrained) that words the answer as a sentence; empty: off
     query_verbaliser_path: str = ""

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from factloom.graph.types import Edge, Seed, Subgraph
+from factloom.model import pipeline as pipeline_module
 from factloom.model.embedder import Embedder
 from factloom.model.features import (
     SEGMENTS,
@@ -16,7 +17,7 @@ from factloom.model.features import (
     collate,
     edge_batch,
     make_sample,
-        question_inputs,
+    question_inputs,
 )
 from factloom.model.flow import RelationFlowConv
 from factloom.model.pipeline import LearnedPipeline, load_model, save_model
@@ -447,3 +448,45 @@ def test_planned_graphs_are_read_whole(trained: tuple, samples: list) -> None:  
     assert [len(r.routed.edges) for r in whole] == [len(s.edges) for s in samples[:2]]
     assert all(len(r.routed.edges) < len(s.edges) for r, s in zip(routed, samples[:2], strict=True))
     assert [r.answers[0].name for r in whole] == [r.answers[0].name for r in routed] == ["york", "wells"]
+
+
+def test_question_only_outputs_are_cached_and_change_nothing(trained: tuple, samples: list,  # type: ignore[type-arg]
+                                                             embedder: Embedder,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    router, reasoner, features = trained
+    cold = LearnedPipeline(router, reasoner, features, PrecisionPolicy(mode="fp32"), question_cache=0)
+    warm = LearnedPipeline(router, reasoner, features, PrecisionPolicy(mode="fp32"))
+    predicates = sorted({p for _, p, _ in FACTS})
+    qs = [question_inputs(embedder, q, ["anna"]) for q in ("where was the spouse of [anna] born",
+                                                          "what is the birthplace of [anna] 's husband 's father")]
+    computed: list[int] = []  # questions the models read
+    plan_relations_, instructions_ = pipeline_module.plan_relations, reasoner.instructions
+    monkeypatch.setattr(pipeline_module, "plan_relations",
+                        lambda r, qvecs, *a, **k: computed.append(len(qvecs)) or plan_relations_(r, qvecs, *a, **k))
+    monkeypatch.setattr(reasoner, "instructions",
+                        lambda qvec, *a: computed.append(len(qvec)) or instructions_(qvec, *a))
+    ref = cold.plan([q for q, _ in qs], [t for _, t in qs], predicates, max_hops=3)
+    assert computed == [2]
+    for order in ([0, 1, 0], [1, 0], [1, 1, 0]):  # first: the two distinct questions computed; then cached
+        plan = warm.plan([qs[i][0] for i in order], [qs[i][1] for i in order], predicates, max_hops=3)
+        assert plan.depth == [ref.depth[i] for i in order]
+        assert torch.allclose(plan.logits, ref.logits[order], atol=1e-6)
+    assert computed == [2, 2]
+    assert warm.plan([qs[0][0]], [qs[0][1]], predicates, max_hops=2).depth == [2]  # another bound: computed
+    assert computed == [2, 2, 1]
+    computed.clear()
+    # questions of different lengths in one batch: each one's cached token attention is padded back
+    batch = [samples[0], samples[2], samples[0]]
+    assert len(samples[0].qtok) != len(samples[2].qtok)
+    want = cold.run(batch, top_k=2, max_hops=3, planned=[True] * 3)
+    for _ in range(2):
+        got = warm.run(batch, top_k=2, max_hops=3, planned=[True] * 3)
+        assert [[(a.name, round(a.score, 5)) for a in r.answers] for r in got] == \
+               [[(a.name, round(a.score, 5)) for a in r.answers] for r in want]
+    assert computed == [3, 2]  # cold: the whole batch in the model; warm: its two questions once
+    c = collate(batch, features)
+    with torch.no_grad():
+        cached, direct = warm._question_instructions(c), instructions_(c.qvec, c.qtok, c.qmask)
+    assert cached is not None and computed == [3, 2]
+    for got_part, want_part in zip(cached, direct, strict=True):  # (B, T, H), then (B, T, L) zero-padded
+        assert got_part.shape == want_part.shape and torch.allclose(got_part, want_part, atol=1e-6)

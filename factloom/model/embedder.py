@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Embedder", "default_model_path", "resolve_device"]
+__all__ = ["Embedder", "LRUCache", "default_model_path", "resolve_device"]
 
 # texts longer than this are not cached: they are rarely repeated and would crowd the cache out
 _CACHE_MAX_CHARS = 256
@@ -83,9 +83,9 @@ class Embedder:
         dim = get_dim()
         self.dimension: int = int(dim) if dim else int(self._encode_raw(["x"], 1).shape[1])
         self.version: str = _version_of(model_dir)
-        self._cache: _LRU[npt.NDArray[np.float32]] = _LRU(cache_size)
+        self._cache: LRUCache[npt.NDArray[np.float32]] = LRUCache(cache_size)
         self._token_cache_size = token_cache_size
-        self._token_caches: dict[str, _LRU[Tokens]] = {}  # per precision
+        self._token_caches: dict[str, LRUCache[Tokens]] = {}  # per precision
         self._lock = threading.Lock()
         self._copies: dict[str, Any] = {}  # the model in a lower precision, for encode_with_tokens
 
@@ -107,7 +107,8 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         with self._lock:
-            rows = _through(self._cache, texts, lambda todo: list(self._encode_raw(todo, batch_size)))
+            rows = self._cache.through(texts, lambda todo: list(self._encode_raw([texts[i] for i in todo], batch_size)),
+                                       keepable=_short)
         return np.stack(rows).astype(np.float32, copy=False)  # (N, D)
 
     def encode_with_tokens(self, texts: list[str], batch_size: int = 64, precision: str = "fp32",
@@ -135,7 +136,8 @@ class Embedder:
         with self._lock:  # the tokeniser is not safe to call concurrently
             model = self._model_in(precision)  # an unknown precision raises here
             if cache:
-                found = _through(self._token_caches.setdefault(precision, _LRU(self._token_cache_size)), texts, run)
+                kept = self._token_caches.setdefault(precision, LRUCache(self._token_cache_size))
+                found = kept.through(texts, lambda todo: run([texts[i] for i in todo]), keepable=_short)
             else:
                 found = run(texts)
         return [(vector.copy(), tokens.copy()) for vector, tokens in found]  # callers may write to theirs
@@ -163,37 +165,46 @@ class Embedder:
         return self.embed(texts)
 
 
-class _LRU(OrderedDict[str, _V]):
-    """At most ``size`` entries, the least recently used dropped first (``size`` 0 keeps none)."""
+class LRUCache(OrderedDict[Hashable, _V]):
+    """At most ``size`` entries, the least recently used dropped first (``size`` 0 keeps none).
+    Not thread-safe: callers hold their own lock."""
 
     def __init__(self, size: int) -> None:
         super().__init__()
         self.size = size
 
-    def hit(self, key: str) -> _V | None:
+    def hit(self, key: Hashable) -> _V | None:
         value = self.get(key)
         if value is not None:
             self.move_to_end(key)
         return value
 
-    def keep(self, key: str, value: _V) -> None:
-        if self.size and len(key) <= _CACHE_MAX_CHARS:
+    def keep(self, key: Hashable, value: _V) -> None:
+        if self.size:
             self[key] = value
             while len(self) > self.size:
                 self.popitem(last=False)
 
+    def through(self, keys: Sequence[Hashable], compute: Callable[[list[int]], Sequence[_V]],
+                keepable: Callable[[Hashable], bool] = lambda _: True) -> list[_V]:
+        """Each key's value from the cache; the missing ones from one ``compute`` call, given the
+        index of each distinct missing key's first occurrence, then kept (if ``keepable``)."""
+        found: list[_V | None] = [self.hit(k) for k in keys]
+        first: dict[Hashable, int] = {}
+        for i, (key, value) in enumerate(zip(keys, found, strict=True)):
+            if value is None:
+                first.setdefault(key, i)
+        if first:
+            fresh = dict(zip(first, compute(list(first.values())), strict=True))
+            for key, value in fresh.items():
+                if keepable(key):
+                    self.keep(key, value)
+            found = [fresh[k] if v is None else v for k, v in zip(keys, found, strict=True)]
+        return found  # type: ignore[return-value]  # every None was filled
 
-def _through(cache: _LRU[_V], texts: Sequence[str], compute: Callable[[list[str]], Sequence[_V]]) -> list[_V]:
-    """Each text's value from ``cache``, the missing ones from one ``compute`` call on the distinct
-    missing texts (then kept)."""
-    found: list[_V | None] = [cache.hit(t) for t in texts]
-    todo = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
-    if todo:
-        computed = dict(zip(todo, compute(todo), strict=True))
-        for text, value in computed.items():
-            cache.keep(text, value)
-        found = [computed[t] if v is None else v for t, v in zip(texts, found, strict=True)]
-    return found  # type: ignore[return-value]  # every None was filled
+
+def _short(text: Hashable) -> bool:
+    return isinstance(text, str) and len(text) <= _CACHE_MAX_CHARS
 
 
 def _numpy(value: Any) -> npt.NDArray[np.float32]:

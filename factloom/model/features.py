@@ -192,6 +192,9 @@ class Collated:
     node_offset: list[int]
     edge_offset: list[int]
     samples: list[Sample]
+    # each question's hop instructions ``(B, T, H)`` and token attention ``(B, T, L)`` when the
+    # caller already has them (they depend on the question alone); else the model computes them
+    instructions: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 def collate(samples: Sequence[Sample], features: RelationFeatures) -> Collated:

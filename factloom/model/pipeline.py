@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,7 +14,16 @@ import numpy.typing as npt
 import torch
 
 from factloom.graph.types import Subgraph
-from factloom.model.features import RelationFeatures, RelationKey, Sample, collate, make_sample, question_tensors
+from factloom.model.embedder import LRUCache
+from factloom.model.features import (
+    Collated,
+    RelationFeatures,
+    RelationKey,
+    Sample,
+    collate,
+    make_sample,
+    question_tensors,
+)
 from factloom.model.pathrank import Answer
 from factloom.model.precision import PrecisionPolicy
 from factloom.model.reasoner import PathReasoner, ReasonerConfig, decode_answers
@@ -102,10 +112,13 @@ class LearnedPipeline:
         router, reasoner: trained modules (``None`` router: the reasoner reads the k-hop subgraph).
         features: relation feature cache (shared with training).
         policy: precision per operation; calibrated on the first batch.
+        question_cache: how many questions keep what the models compute from the question alone
+            (the router's plan per kb vocabulary, the reasoner's hop instructions), found by a
+            digest of the question's embeddings: with the entity mentions stripped, phrasings repeat.
     """
 
     def __init__(self, router: RelationRouter | None, reasoner: PathReasoner, features: RelationFeatures,
-                 policy: PrecisionPolicy | None = None, device: str = "cpu") -> None:
+                 policy: PrecisionPolicy | None = None, device: str = "cpu", question_cache: int = 1024) -> None:
         self.device = device
         self.router = router.to(device).eval() if router is not None else None
         self.reasoner = reasoner.to(device).eval()
@@ -114,6 +127,10 @@ class LearnedPipeline:
         self._calibrated = False
         self._calibrating = threading.Lock()  # batch workers may run the first batches at once
         self._vocab: dict[tuple[str, ...], tuple[list[RelationKey], torch.Tensor]] = {}
+        self._question_cache = question_cache
+        self._plans: dict[tuple[str, ...], LRUCache[tuple[torch.Tensor, int]]] = {}  # per vocabulary
+        self._instructions: LRUCache[tuple[torch.Tensor, torch.Tensor]] = LRUCache(question_cache)
+        self._cache_lock = threading.Lock()  # batch workers share the caches
 
     def _calibrate(self, samples: Sequence[Sample]) -> None:
         c = collate(samples, self.features)
@@ -143,20 +160,58 @@ class LearnedPipeline:
              min_hop_mass: float = PLAN_MIN_HOP_MASS) -> RelationPlan:
         """The router's per-hop relation scores over the kb's ``predicates`` (both directions) from
         the questions alone (:func:`plan_relations`, the kb's relation features cached)."""
-        assert self.router is not None
-        return plan_relations(self.router, qvecs, qtoks, self._vocabulary(tuple(predicates)) if predicates else None,
-                              max_hops=max_hops, keep=keep, mass=mass, min_hop_mass=min_hop_mass, device=self.device)
+        router = self.router
+        assert router is not None
+        if not predicates:
+            return plan_relations(router, qvecs, qtoks, None, max_hops=max_hops, keep=keep, mass=mass,
+                                  min_hop_mass=min_hop_mass, device=self.device)
+        vocabulary = self._vocabulary(tuple(predicates))
+        keys = [(_question_key(v, t), max_hops, min_hop_mass) for v, t in zip(qvecs, qtoks, strict=True)]
+
+        def compute(todo: list[int]) -> list[tuple[torch.Tensor, int]]:
+            fresh = plan_relations(router, [qvecs[i] for i in todo], [qtoks[i] for i in todo], vocabulary,
+                                   max_hops=max_hops, keep=keep, mass=mass, min_hop_mass=min_hop_mass,
+                                   device=self.device)
+            return [(fresh.logits[n], fresh.depth[n]) for n in range(len(todo))]
+
+        with self._cache_lock:
+            rows = self._plans[tuple(predicates)].through(keys, compute)
+        return RelationPlan(vocabulary[0], torch.stack([r[0] for r in rows]), [r[1] for r in rows], keep, mass)
 
     def _vocabulary(self, predicates: tuple[str, ...]) -> tuple[list[RelationKey], torch.Tensor]:
         # one kb's relation keys and their features, kept while its predicate list is unchanged
-        # (a PathQuestion kb has 363 predicates: rebuilding the matrix per batch cost ~5 ms)
-        hit = self._vocab.get(predicates)
-        if hit is None:
-            hit = relation_vocabulary(self.features, predicates, self.device)
-            if len(self._vocab) >= 8:
-                self._vocab.pop(next(iter(self._vocab)))
-            self._vocab[predicates] = hit
-        return hit
+        # (a PathQuestion kb has 363 predicates: rebuilding the matrix per batch cost ~5 ms), and
+        # the plans made over them
+        with self._cache_lock:
+            hit = self._vocab.get(predicates)
+            if hit is None:
+                hit = relation_vocabulary(self.features, predicates, self.device)
+                if len(self._vocab) >= 8:
+                    oldest = next(iter(self._vocab))
+                    self._vocab.pop(oldest)
+                    self._plans.pop(oldest, None)
+                self._vocab[predicates] = hit
+                self._plans[predicates] = LRUCache(self._question_cache)
+            return hit
+
+    def _question_instructions(self, c: Collated) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The reasoner's hop instructions ``(B, T, H)`` and token attention ``(B, T, L)`` for the
+        batch, each question's from the cache or computed once for all the missing ones."""
+        if not self.reasoner.config.instructions or not self._question_cache:
+            return None
+        keys = [_question_key(s.qvec, s.qtok) for s in c.samples]
+
+        def compute(todo: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+            qvec, qtok, qmask = question_tensors([c.samples[i].qvec for i in todo], [c.samples[i].qtok for i in todo])
+            queries, attention = self.reasoner.instructions(qvec.to(self.device), qtok.to(self.device),
+                                                            qmask.to(self.device))  # (b, T, H), (b, T, L')
+            return [(queries[n], attention[n, :, : int(qmask[n].sum())]) for n in range(len(todo))]
+
+        with self._cache_lock:
+            rows = self._instructions.through(keys, compute)
+        width = c.qtok.shape[1]
+        return (torch.stack([q for q, _ in rows]),
+                torch.stack([torch.nn.functional.pad(a, (0, width - a.shape[-1])) for _, a in rows]))
 
     @torch.no_grad()
     def run(self, samples: Sequence[Sample], *, top_k: int, max_hops: int,
@@ -186,6 +241,7 @@ class LearnedPipeline:
         second = [s if p else _with_edges(s, g) for s, g, p in zip(samples, routed, planned, strict=True)]
         c2 = _to(collate(second, self.features), self.device)
         with self.policy.scope("reasoner"):
+            c2.instructions = self._question_instructions(c2)
             out2 = self.reasoner(c2)
         if max_hops < self.reasoner.config.max_hops:
             # the asker's bound: hops beyond it carry no mass
@@ -194,6 +250,14 @@ class LearnedPipeline:
         answers = decode_answers(c2, out2, top_k=top_k)
         return [Result(answers=a, routed=g, candidate_edges=len(s.edges))
                 for a, g, s in zip(answers, routed, samples, strict=True)]
+
+
+def _question_key(qvec: npt.NDArray[np.float32], qtok: npt.NDArray[np.float32] | None) -> bytes:
+    """A digest of what the models read of a question: the same phrasing, the same key."""
+    digest = hashlib.blake2b(np.ascontiguousarray(qvec).tobytes(), digest_size=16)
+    if qtok is not None:
+        digest.update(np.ascontiguousarray(qtok).tobytes())
+    return digest.digest()
 
 
 def _with_edges(s: Sample, g: Subgraph) -> Sample:

@@ -232,6 +232,11 @@ class PathReasoner(nn.Module):
         self.readout = RelationFlowConv(aggr=aggr)
         self.config.readout = aggr
 
+    def instructions(self, qvec: Tensor, qtok: Tensor, qmask: Tensor) -> tuple[Tensor, Tensor]:
+        """Each hop's instruction ``(B, T, H)`` and token attention ``(B, T, L)``: the part of
+        :meth:`forward` that reads the question alone (``c.instructions`` may carry them in)."""
+        return self.query(qvec[:, : self.config.text_dim], qtok, qmask)  # type: ignore[no-any-return]
+
     def forward(self, c: Collated) -> ReasonerOutput:
         cfg = self.config
         b = c.batch
@@ -240,7 +245,8 @@ class PathReasoner(nn.Module):
         qvec = c.qvec[:, : cfg.text_dim * (1 + cfg.segments)]  # (B, (1 + S) D)
         attention = None
         if cfg.instructions:
-            queries, attention = self.query(c.qvec[:, : cfg.text_dim], c.qtok, c.qmask)  # (B, T, H), (B, T, L)
+            queries, attention = (c.instructions if c.instructions is not None  # (B, T, H), (B, T, L)
+                                  else self.instructions(c.qvec, c.qtok, c.qmask))
         else:
             queries = self.query(qvec).view(n_graphs, cfg.max_hops, cfg.hidden)  # (B, T, H)
         per_rel = torch.einsum("bth,rh->btr", queries, rel) * self._scale  # (B, T, R)

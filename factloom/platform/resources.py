@@ -35,7 +35,7 @@ class Resources:
         with self._lock:
             if self._embedder is None:
                 self._embedder = Embedder(self.settings.embedder_path or None, device=self.settings.device,
-                                          token_cache_size=self.settings.query_encoder_cache)
+                                          token_cache_size=self.settings.query_question_cache)
             return self._embedder
 
     def close(self) -> None:

@@ -125,7 +125,8 @@ class QueryEngine:
         log.info("loaded reasoner %s, router %s", reasoner_v[0], versions["router"])
         return Loaded(router_version=versions["router"][0] if versions["router"] else None,
                       reasoner_version=reasoner_v[0],
-                      pipeline=LearnedPipeline(router, reasoner, self.features, policy, device=self.device))
+                      pipeline=LearnedPipeline(router, reasoner, self.features, policy, device=self.device,
+                                               question_cache=self.settings.query_question_cache))
 
     def run(self, loaded: Loaded, question: str, seeds: Sequence[Seed], *, store: Neo4jStore, kb: str,
             max_hops: int, max_edges: int, as_of: datetime | None, top_k: int) -> Answered:
