@@ -175,7 +175,8 @@ class LearnedPipeline:
             return [(fresh.logits[n], fresh.depth[n]) for n in range(len(todo))]
 
         with self._cache_lock:
-            rows = self._plans[tuple(predicates)].through(keys, compute)
+            cache = self._plans.get(tuple(predicates))  # gone only if another batch evicted the vocabulary
+            rows = cache.through(keys, compute) if cache is not None else compute(list(range(len(keys))))
         return RelationPlan(vocabulary[0], torch.stack([r[0] for r in rows]), [r[1] for r in rows], keep, mass)
 
     def _vocabulary(self, predicates: tuple[str, ...]) -> tuple[list[RelationKey], torch.Tensor]:
