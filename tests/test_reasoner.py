@@ -394,6 +394,7 @@ def test_router_plans_each_hop_among_the_relations_present(trained: tuple, embed
     assert [plan.choose(0, t, around[t])[0] for t in range(3)] == [
         ("spouse", True), ("parents", True), ("place_of_birth", True)]
     assert plan.choose(0, 2, around[2]) == [("place_of_birth", True)]  # keep 1, and no next hop to look at
+    assert plan.guess(0, 2) == [("place_of_birth", True)]  # the last hop, unasked: the same pick
     # hop 1 also follows hop 2's strongest relation where the frontier has it (hops shifted by a self-loop)
     assert plan.choose(0, 1, around[1]) == [("parents", True), ("place_of_birth", True)]
     assert plan.choose(0, 0, [("spouse", True)]) == [("spouse", True)]
@@ -419,6 +420,9 @@ def test_plan_follows_a_hops_relations_until_they_hold_its_mass() -> None:
     assert plan.choose(0, 0, keys) == [("genre", True)]  # confident: the runner-up (~0.25 %) is not followed
     assert sorted(plan.choose(1, 0, keys)) == [("directed_by", True), ("genre", True)]  # 0.49 + 0.49
     assert len(RelationPlan(keys, logits, depth=[1, 1], keep=1, mass=0.8).choose(1, 0, keys)) == 1
+    # a guess picks among the whole vocabulary: an absent relation's share is not given to the others
+    assert sorted(plan.guess(1, 0)) == [("directed_by", True), ("genre", True)]
+    assert plan.choose(1, 0, [("genre", True), ("written_by", True)]) == [("genre", True)]
 
 
 def test_seed_gate_decides_the_flow_back_to_the_topic(samples: list, embedder: Embedder, tmp_path) -> None:  # type: ignore[no-untyped-def,type-arg]

@@ -229,6 +229,38 @@ def test_guided_stops_each_question_at_its_own_depth(store: Neo4jStore, kbs: tup
                          hops=[1, 2], max_edges=100)
 
 
+def test_guided_guesses_the_last_hop_and_asks_only_where_the_guess_reaches_nothing(
+        store: Neo4jStore, kbs: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    kb, _ = kbs
+    frontier_items: list[int] = []
+    run = store.run
+
+    def counting(query: str, **params: Any) -> Any:
+        if query is q.FRONTIER_RELATIONS:
+            frontier_items.append(len(params["items"]))
+        return run(query, **params)
+
+    monkeypatch.setattr(store, "run", counting)
+    plan = [[("directed_by", True), ("has_genre", True)], [("directed_by", False)], [("starred_actors", True)]]
+    asked: list[tuple[int, int, list[tuple[str, bool]]]] = []
+    guesses = {0: [("starred_actors", True)], 1: [("release_year", True)]}  # Witness has no release year here
+    seeds = [[_seed(store, kb, "Alien")], [_seed(store, kb, "Witness")]]
+    alien, witness = guided_subgraphs(store, kb=kb, seeds=seeds, choose=_following(plan, asked),
+                                      guess=lambda question, hop: guesses[question], hops=[3, 1], max_edges=100)
+    # Alien's third hop follows the guess unasked; the same facts as when it is asked
+    assert _triples(alien) == {("Alien", "directed_by", "Ridley Scott"),
+                               ("Blade Runner", "directed_by", "Ridley Scott"),
+                               ("Blade Runner", "starred_actors", "Harrison Ford")}
+    # Witness's guess reached nothing: it was asked, and chosen for, after all
+    assert _triples(witness) == {("Witness", "directed_by", "Peter Weir"), ("Witness", "has_genre", "Drama")}
+    assert sorted((question, hop) for question, hop, _ in asked) == [(0, 0), (0, 1), (1, 0)]
+    assert frontier_items == [1, 1, 1]  # Alien's seed; Witness's, only after its guess; Ridley Scott
+    frontier_items.clear()
+    nothing, = guided_subgraphs(store, kb=kb, seeds=[seeds[1]], choose=lambda q, h, present: [],
+                                guess=lambda question, hop: [("release_year", True)], hops=1, max_edges=100)
+    assert nothing.edges == [] and frontier_items == [1]
+
+
 def test_guided_passes_back_through_visited_entities(store: Neo4jStore, embedder: Embedder) -> None:
     kb = f"t-{uuid.uuid4().hex[:10]}"
     closed = {"valid_from": PAST - timedelta(days=30), "valid_to": PAST}

@@ -91,6 +91,13 @@ class RelationPlan:
             chosen += [known[r] for r in dict.fromkeys(picked)]
         return chosen
 
+    def guess(self, question: int, hop: int) -> list[RelationKey]:
+        """What :meth:`choose` picks were every relation of the vocabulary around the frontier: how
+        retrieval follows a question's last hop without asking the store which relations are there
+        (:func:`~factloom.graph.retrieval.guided_subgraphs`). A confident hop picks the same one
+        relation either way; a guess that reaches nothing is replaced by :meth:`choose`'s pick."""
+        return self.choose(question, hop, self.keys)
+
 
 class RelationRouter(nn.Module):
     r"""Edge and node relevance for a question, by question-conditioned relation flow from the seeds.

@@ -139,7 +139,7 @@ def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *
             plan = plan_relations(router, [encoded[i][0] for i in part], [encoded[i][1] for i in part], vocabulary,
                                   max_hops=hops)
             found = guided_subgraphs(store, kb=kb, seeds=[linked[i][1] for i in part], choose=plan.choose,
-                                     hops=plan.depth, max_edges=max_edges)
+                                     guess=plan.guess, hops=plan.depth, max_edges=max_edges)
             for i, g in zip(part, found, strict=True):
                 graphs[i] = g if g.edges else None  # nothing followed: k-hop, as serving does
     # paraphrases share their topic entity: one k-hop subgraph per seed set

@@ -156,7 +156,7 @@ class QueryEngine:
                 plan = pipeline.plan([encoded[i][0] for i in members], [encoded[i][1] for i in members],
                                      self.predicates(j0.store, j0.kb), max_hops=j0.max_hops)
                 found = guided_subgraphs(j0.store, kb=j0.kb, seeds=[jobs[i].seeds for i in members], choose=plan.choose,
-                                         hops=plan.depth, max_edges=j0.max_edges, as_of=j0.as_of)
+                                         guess=plan.guess, hops=plan.depth, max_edges=j0.max_edges, as_of=j0.as_of)
                 for i, g in zip(members, found, strict=True):
                     graphs[i] = g if g.edges else None
         planned = [g is not None for g in graphs]
