@@ -3,6 +3,7 @@ real Neo4j, registered in the ledger, loaded by version, batched under concurren
 
 from __future__ import annotations
 
+import gc
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -125,6 +126,7 @@ def test_warm_up_loads_the_models_and_checks_their_precision(settings: Settings,
     from factloom.platform.resources import Resources
 
     resources = Resources.open(settings)  # a new process's resources: nothing loaded yet
+    threshold = gc.get_threshold()
     try:
         engine = get_engine(settings, resources.db, resources.embedder)
         assert not engine.encoder_policy.chosen
@@ -138,7 +140,11 @@ def test_warm_up_loads_the_models_and_checks_their_precision(settings: Settings,
         check = engine.encoder_policy.checks["encoder"]
         assert float(check["ms_fp32"]) > 0.5 and float(check["ms_low"]) > 0.5, check
         assert set(loaded.pipeline.policy.chosen) == {"router", "reasoner"}
+        # what the process keeps for good is frozen out of the garbage collector's walks
+        assert not any(o is loaded.pipeline.reasoner for o in gc.get_objects())
     finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
         resources.close()
 
 

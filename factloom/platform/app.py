@@ -27,6 +27,7 @@ from factloom.platform.query.service import warm_up
 from factloom.platform.resources import Resources
 from factloom.platform.review.routes import router as review_router
 from factloom.platform.system import router as system_router
+from factloom.runtime import settle_heap
 
 __all__ = ["app", "create_app"]
 
@@ -70,6 +71,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         collector = LedgerCollector(resources.db, settings.redis_url, ("ingest", "check", "learn"))
         REGISTRY.register(collector)
         app.state.ledger_metrics = collector
+        settle_heap()  # the imported libraries; the warm-up settles the models it loads
         if settings.query_warm_up:
             threading.Thread(target=warm_up, args=(resources,), name="query-warm-up", daemon=True).start()
         try:
