@@ -31,7 +31,7 @@ from factloom.model.reasoner import (
     lexical_match,
     relation_path_loss,
 )
-from factloom.model.router import RelationPlan, RelationRouter, RouterConfig
+from factloom.model.router import GuessOutcomes, RelationPlan, RelationRouter, RouterConfig
 from factloom.model.train._common import choose_readout, fit
 
 FACTS = [
@@ -394,7 +394,7 @@ def test_router_plans_each_hop_among_the_relations_present(trained: tuple, embed
     assert [plan.choose(0, t, around[t])[0] for t in range(3)] == [
         ("spouse", True), ("parents", True), ("place_of_birth", True)]
     assert plan.choose(0, 2, around[2]) == [("place_of_birth", True)]  # keep 1, and no next hop to look at
-    assert plan.guess(0, 2) == [("place_of_birth", True)]  # the last hop, unasked: the same pick
+    assert plan.guess(0, 2) == [("place_of_birth", True)]  # sure, unasked: what choose picks among those present
     # hop 1 also follows hop 2's strongest relation where the frontier has it (hops shifted by a self-loop)
     assert plan.choose(0, 1, around[1]) == [("parents", True), ("place_of_birth", True)]
     assert plan.choose(0, 0, [("spouse", True)]) == [("spouse", True)]
@@ -420,9 +420,26 @@ def test_plan_follows_a_hops_relations_until_they_hold_its_mass() -> None:
     assert plan.choose(0, 0, keys) == [("genre", True)]  # confident: the runner-up (~0.25 %) is not followed
     assert sorted(plan.choose(1, 0, keys)) == [("directed_by", True), ("genre", True)]  # 0.49 + 0.49
     assert len(RelationPlan(keys, logits, depth=[1, 1], keep=1, mass=0.8).choose(1, 0, keys)) == 1
-    # a guess picks among the whole vocabulary: an absent relation's share is not given to the others
-    assert sorted(plan.guess(1, 0)) == [("directed_by", True), ("genre", True)]
-    assert plan.choose(1, 0, [("genre", True), ("written_by", True)]) == [("genre", True)]
+    # a guess, made without knowing which relations are present, is one relation holding the mass
+    assert plan.guess(0, 0) == [("genre", True)]
+    assert plan.guess(1, 0) is None  # 0.49 + 0.49: the store is asked
+
+
+def test_a_kb_whose_guesses_miss_stops_guessing_but_probes_now_and_then() -> None:
+    keys = [("genre", True), ("directed_by", True)]
+    sure = torch.tensor([[[6.0, 0.0]]])  # (B=1, T=1, R=2): genre, ~99.8 %
+    outcomes = GuessOutcomes(limit=0.1, window=64, probe_every=16)
+    for _ in range(16):  # each guess misses: retrieval then asks choose for the question
+        plan = RelationPlan(keys, sure, depth=[1], keep=5, mass=0.8, outcomes=outcomes)
+        assert plan.guess(0, 0) == [("genre", True)]
+        assert plan.choose(0, 0, [("directed_by", True)]) == [("directed_by", True)]
+    assert (outcomes.tried, outcomes.missed) == (16, 16)
+    later = [RelationPlan(keys, sure, depth=[1], keep=5, mass=0.8, outcomes=outcomes).guess(0, 0) for _ in range(32)]
+    assert sum(g is not None for g in later) == 2  # one probe in 16
+    hits = GuessOutcomes(limit=0.1, window=64)
+    for _ in range(100):  # guesses that reach something: never asked after
+        assert RelationPlan(keys, sure, depth=[1], keep=5, mass=0.8, outcomes=hits).guess(0, 0) is not None
+    assert hits.missed == 0 and hits.tried <= 64  # the window forgets the older half
 
 
 def test_seed_gate_decides_the_flow_back_to_the_topic(samples: list, embedder: Embedder, tmp_path) -> None:  # type: ignore[no-untyped-def,type-arg]

@@ -26,8 +26,9 @@ _MIN_PER_NODE = 25
 
 # (question, hop, the relation keys around that question's frontier) → the keys to follow
 Choose = Callable[[int, int, list[RelationKey]], Sequence[RelationKey]]
-# (question, hop) → the relation keys to follow without knowing which are around the frontier
-Guess = Callable[[int, int], Sequence[RelationKey]]
+# (question, hop) → the relation keys to follow without knowing which are around the frontier, or
+# None: ask
+Guess = Callable[[int, int], Sequence[RelationKey] | None]
 
 
 def _as_of(as_of: datetime | None) -> datetime | None:
@@ -110,12 +111,12 @@ def guided_subgraphs(
     relations ``choose`` picks among those around the hop's frontier: two small store round trips
     per hop (the frontier's relation keys, then the chosen facts) for all the questions together.
 
-    With ``guess``, a question's last hop skips the first of the two: it follows the relations
-    ``guess`` names without asking the store which are around the frontier, and only a question
-    whose guess reaches nothing is asked and chosen for as above (one more pair of round trips for
-    those alone). The last hop's frontier is the widest (a 3-hop MetaQA batch asked about ~2,400
-    entities there, a quarter of its store time), and a confident router's guess is what
-    ``choose`` would pick.
+    With ``guess``, a question's last hop may skip the first of the two: where ``guess`` names
+    relations (``None``: it cannot tell) they are followed without asking the store which are
+    around the frontier, and only a question whose guess reaches nothing is asked and chosen for
+    as above (one more pair of round trips for those alone). The last hop's frontier is the widest
+    (a 3-hop MetaQA batch asked about ~2,400 entities there, a quarter of its store time), and a
+    confident router's guess is what ``choose`` would pick.
 
     Unlike :func:`k_hop_subgraph` the frontier of the next hop is every entity this hop reached,
     visited or not ("the actors of the films of X's director" passes back through X), also over
@@ -204,7 +205,11 @@ def guided_subgraphs(
         active = [i for i, frontier in enumerate(frontiers) if frontier]
         if not active:
             break
-        guessed = {i: guess(i, hop) for i in active if guess is not None and hop == depth[i] - 1}
+        guessed: dict[int, Sequence[RelationKey]] = {}
+        for i in active:
+            keys = guess(i, hop) if guess is not None and hop == depth[i] - 1 else None
+            if keys is not None:
+                guessed[i] = keys
         reached: list[dict[str, None]] = [{} for _ in seeds]
         follow({**ask(hop, [i for i in active if i not in guessed]), **guessed}, reached)
         missed = [i for i in guessed if not reached[i]]

@@ -27,7 +27,7 @@ from factloom.model.features import (
 from factloom.model.pathrank import Answer
 from factloom.model.precision import PrecisionPolicy
 from factloom.model.reasoner import PathReasoner, ReasonerConfig, decode_answers
-from factloom.model.router import RelationPlan, RelationRouter, RouterConfig, select_subgraphs
+from factloom.model.router import GuessOutcomes, RelationPlan, RelationRouter, RouterConfig, select_subgraphs
 
 __all__ = ["LearnedPipeline", "Result", "save_model", "load_model", "plan_relations", "relation_vocabulary"]
 
@@ -129,6 +129,7 @@ class LearnedPipeline:
         self._vocab: dict[tuple[str, ...], tuple[list[RelationKey], torch.Tensor]] = {}
         self._question_cache = question_cache
         self._plans: dict[tuple[str, ...], LRUCache[tuple[torch.Tensor, int]]] = {}  # per vocabulary
+        self._outcomes: dict[tuple[str, ...], GuessOutcomes] = {}  # per vocabulary: how its guesses fare
         self._instructions: LRUCache[tuple[torch.Tensor, torch.Tensor]] = LRUCache(question_cache)
         self._cache_lock = threading.Lock()  # batch workers share the caches
 
@@ -177,7 +178,9 @@ class LearnedPipeline:
         with self._cache_lock:
             cache = self._plans.get(tuple(predicates))  # gone only if another batch evicted the vocabulary
             rows = cache.through(keys, compute) if cache is not None else compute(list(range(len(keys))))
-        return RelationPlan(vocabulary[0], torch.stack([r[0] for r in rows]), [r[1] for r in rows], keep, mass)
+            outcomes = self._outcomes.setdefault(tuple(predicates), GuessOutcomes())
+        return RelationPlan(vocabulary[0], torch.stack([r[0] for r in rows]), [r[1] for r in rows], keep, mass,
+                            outcomes)
 
     def _vocabulary(self, predicates: tuple[str, ...]) -> tuple[list[RelationKey], torch.Tensor]:
         # one kb's relation keys and their features, kept while its predicate list is unchanged
@@ -191,6 +194,7 @@ class LearnedPipeline:
                     oldest = next(iter(self._vocab))
                     self._vocab.pop(oldest)
                     self._plans.pop(oldest, None)
+                    self._outcomes.pop(oldest, None)
                 self._vocab[predicates] = hit
                 self._plans[predicates] = LRUCache(self._question_cache)
             return hit

@@ -3,8 +3,9 @@ the small connected subgraph, within a budget, that the reasoner reads."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 from torch import Tensor, nn
@@ -20,7 +21,7 @@ from factloom.model.reasoner import (
     relation_path_loss,
 )
 
-__all__ = ["RouterConfig", "RelationRouter", "RouterOutput", "RelationPlan", "select_subgraphs"]
+__all__ = ["RouterConfig", "RelationRouter", "RouterOutput", "RelationPlan", "GuessOutcomes", "select_subgraphs"]
 
 
 @dataclass
@@ -49,6 +50,39 @@ class RouterOutput:
     stop: Tensor | None = None  # (B, T) how many hops the question asks for
 
 
+class GuessOutcomes:
+    """How often one kb's confident last-hop guesses (:meth:`RelationPlan.guess`) missed, over
+    roughly the last ``window`` guesses. A router trained to choose among the relations present
+    can be sure of one a frontier lacks: PathQuestion's PQL kbs hold near-synonyms
+    (``music.album.releases``, ``music.recording.releases``) and most of their guesses missed,
+    each miss costing the store round trip the guess meant to save. Where more than ``limit`` of
+    them miss, the kb asks instead, guessing once every ``probe_every`` confident questions to
+    notice when guessing pays again."""
+
+    def __init__(self, limit: float = 0.1, window: int = 64, probe_every: int = 16) -> None:
+        self.limit, self.window, self.probe_every = limit, window, probe_every
+        self.tried = self.missed = 0
+        self._withheld = 0
+        self._lock = threading.Lock()  # the API's batch workers share a kb's outcomes
+
+    def try_guess(self) -> bool:
+        """Whether to guess now; if so, the guess counts as tried."""
+        with self._lock:
+            if self.tried >= self.window // 4 and self.missed > self.limit * self.tried:
+                self._withheld += 1
+                if self._withheld % self.probe_every:
+                    return False
+            self.tried += 1
+            if self.tried > self.window:  # forget the older half
+                self.tried //= 2
+                self.missed //= 2
+            return True
+
+    def miss(self) -> None:
+        with self._lock:
+            self.missed += 1
+
+
 @dataclass
 class RelationPlan:
     """A batch of questions read by the router before retrieval: each hop's relation scores over a
@@ -60,6 +94,8 @@ class RelationPlan:
     strongest. A relation outside the vocabulary (a predicate newer than it) is always followed.
     A confident hop follows one relation: always taking the runner-up as well (a trained softmax
     puts it at ~1e-6) brought in a hub's relation ("has_genre") beside most MetaQA hops.
+    :meth:`guess` answers for a last hop before the store is asked. A plan serves one retrieval:
+    it remembers its guesses, to count those that missed in the kb's ``outcomes``.
     """
 
     keys: list[RelationKey]
@@ -67,11 +103,16 @@ class RelationPlan:
     depth: list[int]  # per question, the hops worth expanding
     keep: int
     mass: float
+    outcomes: GuessOutcomes = field(default_factory=GuessOutcomes)  # the kb's, kept across plans
 
     def __post_init__(self) -> None:
         self._index = {k: r for r, k in enumerate(self.keys)}
+        self._guessed: set[tuple[int, int]] = set()
 
     def choose(self, question: int, hop: int, present: Sequence[RelationKey]) -> list[RelationKey]:
+        if (question, hop) in self._guessed:  # asked after all: the guess reached nothing
+            self._guessed.discard((question, hop))
+            self.outcomes.miss()
         if hop >= self.depth[question]:
             return []
         known = [k for k in present if k in self._index]
@@ -91,12 +132,23 @@ class RelationPlan:
             chosen += [known[r] for r in dict.fromkeys(picked)]
         return chosen
 
-    def guess(self, question: int, hop: int) -> list[RelationKey]:
-        """What :meth:`choose` picks were every relation of the vocabulary around the frontier: how
-        retrieval follows a question's last hop without asking the store which relations are there
-        (:func:`~factloom.graph.retrieval.guided_subgraphs`). A confident hop picks the same one
-        relation either way; a guess that reaches nothing is replaced by :meth:`choose`'s pick."""
-        return self.choose(question, hop, self.keys)
+    def guess(self, question: int, hop: int) -> list[RelationKey] | None:
+        """The hop's one relation when it alone holds ``mass`` of the hop's attention over the whole
+        vocabulary, else ``None``: how retrieval follows a question's last hop without asking the
+        store which relations are around the frontier
+        (:func:`~factloom.graph.retrieval.guided_subgraphs`). Where the router is that sure,
+        :meth:`choose` picks the same relation among those present. ``None`` also where this kb's
+        recent guesses mostly missed (:class:`GuessOutcomes`); retrieval asks :meth:`choose` for a
+        question whose guess reached nothing, which counts the miss.
+        """
+        if hop >= self.depth[question] or not self.keys:
+            return None
+        probs = torch.softmax(self.logits[question, hop], dim=-1)
+        best = int(probs.argmax())
+        if float(probs[best]) < self.mass or not self.outcomes.try_guess():
+            return None
+        self._guessed.add((question, hop))
+        return [self.keys[best]]
 
 
 class RelationRouter(nn.Module):
