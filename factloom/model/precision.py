@@ -110,6 +110,11 @@ class PrecisionPolicy:
         elif not faster:
             log.info("%s in %s agrees with fp32 but is not faster (%.2f vs %.2f ms); using fp32",
                      op, low, check["ms_low"], check["ms_fp32"])
+        elif "ms_low" in check:
+            log.info("%s in %s agrees with fp32 and is faster (%.2f vs %.2f ms); using %s",
+                     op, low, check["ms_low"], check["ms_fp32"], low)
+        else:
+            log.info("%s in %s agrees with fp32; using %s", op, low, low)
         return self.chosen[op]
 
     @contextlib.contextmanager
