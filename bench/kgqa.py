@@ -359,7 +359,8 @@ def main() -> None:
               f"{m['khop_recall']:>8}{m['khop_edges']:>9}{m['latency_ms_p50']:>7}{m['latency_ms_p95']:>7}")
     write_result(out, benchmark="kgqa", dataset=args.dataset, split=args.split,
                  settings={"sample": args.sample, "train_sample": args.train_sample, "reasoner": args.reasoner,
-                           "clients": args.clients, "epochs": args.epochs, "seed": args.seed, "sets": sets,
+                           "clients": args.clients, "latency_questions": args.latency_questions,
+                           "epochs": args.epochs, "seed": args.seed, "sets": sets,
                            "accept_review": args.accept_review, "train_threads": args.threads,
                            "topic_entity": "marked in [brackets] (MetaQA convention; PathQuestion path head)",
                            "query_max_edges": settings.query_max_edges, "query_retrieval": settings.query_retrieval,
