@@ -197,18 +197,24 @@ def test_guided_follows_only_the_chosen_relations(store: Neo4jStore, kbs: tuple[
     assert sorted(hop for _, hop, _ in asked) == [0, 0, 1, 1, 2, 2]
 
 
-def test_guided_stops_each_question_at_its_own_depth(store: Neo4jStore, kbs: tuple[str, str],
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    kb, _ = kbs
-    frontier_items: list[int] = []  # how many frontier entities each relations query asked about
+@pytest.fixture
+def frontier_items(store: Neo4jStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many frontier entities each relations query asks about, in order."""
+    items: list[int] = []
     run = store.run
 
     def counting(query: str, **params: Any) -> Any:
         if query is q.FRONTIER_RELATIONS:
-            frontier_items.append(len(params["items"]))
+            items.append(len(params["items"]))
         return run(query, **params)
 
     monkeypatch.setattr(store, "run", counting)
+    return items
+
+
+def test_guided_stops_each_question_at_its_own_depth(store: Neo4jStore, kbs: tuple[str, str],
+                                                     frontier_items: list[int]) -> None:
+    kb, _ = kbs
     plan = [[("directed_by", True), ("has_genre", True)], [("directed_by", False)], [("starred_actors", True)]]
     asked: list[tuple[int, int, list[tuple[str, bool]]]] = []
     alien, witness = guided_subgraphs(store, kb=kb, seeds=[[_seed(store, kb, "Alien")], [_seed(store, kb, "Witness")]],
@@ -230,17 +236,8 @@ def test_guided_stops_each_question_at_its_own_depth(store: Neo4jStore, kbs: tup
 
 
 def test_guided_guesses_the_last_hop_and_asks_only_where_the_guess_reaches_nothing(
-        store: Neo4jStore, kbs: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+        store: Neo4jStore, kbs: tuple[str, str], frontier_items: list[int]) -> None:
     kb, _ = kbs
-    frontier_items: list[int] = []
-    run = store.run
-
-    def counting(query: str, **params: Any) -> Any:
-        if query is q.FRONTIER_RELATIONS:
-            frontier_items.append(len(params["items"]))
-        return run(query, **params)
-
-    monkeypatch.setattr(store, "run", counting)
     plan = [[("directed_by", True), ("has_genre", True)], [("directed_by", False)], [("starred_actors", True)]]
     asked: list[tuple[int, int, list[tuple[str, bool]]]] = []
     guesses = {0: [("starred_actors", True)], 1: [("release_year", True)]}  # Witness has no release year here
