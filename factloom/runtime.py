@@ -1,4 +1,4 @@
-"""Process-wide tuning for the long-running processes (API, check workers) that hold models."""
+"""Process-wide tuning for the API processes, which hold models for their whole life."""
 
 from __future__ import annotations
 
