@@ -444,6 +444,24 @@ def test_plan_follows_a_hops_relations_until_they_hold_its_mass() -> None:
     assert plan.guess(1, 0) is None  # 0.49 + 0.49: the store is asked
 
 
+def test_plan_leaves_a_second_relation_into_a_hub_before_the_last_hop() -> None:
+    keys = [("genre", False), ("directed_by", False), ("written_by", True)]
+    # hop 0: directed_by 0.54, genre 0.44 (both needed for the mass); hop 1: written_by, sure
+    logits = torch.tensor([[[1.0, 1.2, -2.0], [0.0, 0.0, 5.0]]])  # (B=1, T=2, R=3)
+    plan = RelationPlan(keys, logits, depth=[2], keep=5, mass=0.8)
+    hub = {("directed_by", False): 3, ("genre", False): 4005, ("written_by", True): 2}
+    # back from a genre to its 4,005 films is not followed on a 44 % chance; the next hop's strongest is
+    assert plan.choose(0, 0, hub) == [("directed_by", False), ("written_by", True)]
+    few = {**hub, ("genre", False): 40}
+    assert plan.choose(0, 0, few) == [("directed_by", False), ("genre", False), ("written_by", True)]
+    assert plan.choose(0, 0, list(hub)) == plan.choose(0, 0, few)  # uncounted: as before
+    # the hop's strongest relation is followed however many facts it reads
+    assert plan.choose(0, 0, {**hub, ("directed_by", False): 5000})[0] == ("directed_by", False)
+    # the last hop's relations are the answers': never left for their size
+    last = RelationPlan(keys, logits[:, :1], depth=[1], keep=5, mass=0.8)
+    assert last.choose(0, 0, hub) == [("directed_by", False), ("genre", False)]
+
+
 def test_a_kb_whose_guesses_miss_stops_guessing_but_probes_now_and_then() -> None:
     keys = [("genre", True), ("directed_by", True)]
     sure = torch.tensor([[[6.0, 0.0]]])  # (B=1, T=1, R=2): genre, ~99.8 %

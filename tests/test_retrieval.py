@@ -166,8 +166,8 @@ def test_other_kb_is_never_crossed(store: Neo4jStore, kbs: tuple[str, str], embe
     assert k_hop_subgraph(store, kb=kb, seeds=[foreign], hops=2, max_edges=100).edges == []
 
 
-def _following(per_hop: list[list[tuple[str, bool]]], asked: list[tuple[int, int, list[tuple[str, bool]]]]):  # type: ignore[no-untyped-def]
-    def choose(question: int, hop: int, present: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+def _following(per_hop: list[list[tuple[str, bool]]], asked: list[tuple[int, int, dict[tuple[str, bool], int]]]):  # type: ignore[no-untyped-def]
+    def choose(question: int, hop: int, present: dict[tuple[str, bool], int]) -> list[tuple[str, bool]]:
         asked.append((question, hop, present))
         return [k for k in per_hop[hop] if k in present] if hop < len(per_hop) else []
     return choose
@@ -176,7 +176,7 @@ def _following(per_hop: list[list[tuple[str, bool]]], asked: list[tuple[int, int
 def test_guided_follows_only_the_chosen_relations(store: Neo4jStore, kbs: tuple[str, str]) -> None:
     kb, _ = kbs
     assert kb_predicates(store, kb) == ["directed_by", "has_genre", "release_year", "starred_actors"]
-    asked: list[tuple[int, int, list[tuple[str, bool]]]] = []
+    asked: list[tuple[int, int, dict[tuple[str, bool], int]]] = []
     # "the actors of the films of Alien's director", and in the same call "Witness's genre"
     plan = [[("directed_by", True), ("has_genre", True)], [("directed_by", False)], [("starred_actors", True)]]
     alien, witness = guided_subgraphs(store, kb=kb, seeds=[[_seed(store, kb, "Alien")], [_seed(store, kb, "Witness")]],
@@ -188,10 +188,14 @@ def test_guided_follows_only_the_chosen_relations(store: Neo4jStore, kbs: tuple[
     # Witness: back from its director to itself (a fact already fetched still leads on), then its actors
     assert _triples(witness) == {("Witness", "directed_by", "Peter Weir"), ("Witness", "has_genre", "Drama"),
                                  ("Witness", "starred_actors", "Harrison Ford")}
-    # the choice is among the relations around each question's frontier, current facts only
+    # the choice is among the relations around each question's frontier, current facts only, each
+    # with the facts following it would read there (Blade Runner's closed release year is not one)
     hop0 = {q: present for q, hop, present in asked if hop == 0}
-    assert hop0[0] == [("directed_by", True), ("release_year", True)]
-    assert hop0[1] == [("directed_by", True), ("has_genre", True), ("starred_actors", True)]
+    assert hop0[0] == {("directed_by", True): 1, ("release_year", True): 1}
+    assert hop0[1] == {("directed_by", True): 1, ("has_genre", True): 1, ("starred_actors", True): 1}
+    hop1 = {q: present for q, hop, present in asked if hop == 1}
+    assert hop1[0] == {("directed_by", False): 2}  # Ridley Scott's films
+    assert hop1[1] == {("directed_by", False): 1, ("has_genre", False): 1 + HUB_FILMS}  # Peter Weir, Drama
     assert not alien.truncated
     # each hop asks once per question
     assert sorted(hop for _, hop, _ in asked) == [0, 0, 1, 1, 2, 2]
@@ -216,7 +220,7 @@ def test_guided_stops_each_question_at_its_own_depth(store: Neo4jStore, kbs: tup
                                                      frontier_items: list[int]) -> None:
     kb, _ = kbs
     plan = [[("directed_by", True), ("has_genre", True)], [("directed_by", False)], [("starred_actors", True)]]
-    asked: list[tuple[int, int, list[tuple[str, bool]]]] = []
+    asked: list[tuple[int, int, dict[tuple[str, bool], int]]] = []
     alien, witness = guided_subgraphs(store, kb=kb, seeds=[[_seed(store, kb, "Alien")], [_seed(store, kb, "Witness")]],
                                       choose=_following(plan, asked), hops=[3, 1], max_edges=100)
     assert _triples(alien) == {("Alien", "directed_by", "Ridley Scott"),
@@ -239,7 +243,7 @@ def test_guided_guesses_the_last_hop_and_asks_only_where_the_guess_reaches_nothi
         store: Neo4jStore, kbs: tuple[str, str], frontier_items: list[int]) -> None:
     kb, _ = kbs
     plan = [[("directed_by", True), ("has_genre", True)], [("directed_by", False)], [("starred_actors", True)]]
-    asked: list[tuple[int, int, list[tuple[str, bool]]]] = []
+    asked: list[tuple[int, int, dict[tuple[str, bool], int]]] = []
     guesses = {0: [("starred_actors", True)], 1: [("release_year", True)]}  # Witness has no release year here
     seeds = [[_seed(store, kb, "Alien")], [_seed(store, kb, "Witness")]]
     alien, witness = guided_subgraphs(store, kb=kb, seeds=seeds, choose=_following(plan, asked),

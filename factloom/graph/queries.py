@@ -195,7 +195,8 @@ RETURN r.fact_id AS fact_id, r.predicate AS predicate, r.sources AS sources,
 # saved, ~10-15 % of a 3-hop hop).
 
 # The relation keys around each question's frontier (``item.q``, ``item.id``): what one hop of
-# router-guided retrieval may choose from; ``forward`` is true where the frontier entity is the subject
+# router-guided retrieval may choose from; ``forward`` is true where the frontier entity is the
+# subject, ``facts`` how many current facts following it would read (a hub's thousands, or a few)
 FRONTIER_RELATIONS = """
 WITH coalesce($as_of, datetime()) AS at
 UNWIND $items AS item
@@ -204,7 +205,7 @@ WHERE r.kb = $kb
   AND coalesce(r.status, 'accepted') IN $statuses
   AND (r.valid_to IS NULL OR r.valid_to > at)
   AND (r.valid_from IS NULL OR r.valid_from <= at)
-RETURN DISTINCT item.q AS q, r.predicate AS predicate, startNode(r) = n AS forward
+RETURN item.q AS q, r.predicate AS predicate, startNode(r) = n AS forward, count(r) AS facts
 """
 
 # One hop of router-guided retrieval for many questions at once: each item is a frontier entity of

@@ -24,8 +24,9 @@ SERVABLE_STATUSES: tuple[str, ...] = ("accepted",)
 _MIN_PER_NODE = 25
 
 
-# (question, hop, the relation keys around that question's frontier) → the keys to follow
-Choose = Callable[[int, int, list[RelationKey]], Sequence[RelationKey]]
+# (question, hop, the relation keys around that question's frontier with the number of facts each
+# would read there, in key order) → the keys to follow
+Choose = Callable[[int, int, dict[RelationKey, int]], Sequence[RelationKey]]
 # (question, hop) → the relation keys to follow without knowing which are around the frontier, or
 # None: ask
 Guess = Callable[[int, int], Sequence[RelationKey] | None]
@@ -142,12 +143,14 @@ def guided_subgraphs(
     def ask(hop: int, questions: list[int]) -> dict[int, Sequence[RelationKey]]:
         # the relation keys around each question's frontier, and ``choose``'s pick among them
         wanted = [{"q": i, "id": node} for i in questions for node in frontiers[i]]
-        present: dict[int, list[RelationKey]] = {}
+        present: dict[int, dict[RelationKey, int]] = {}
         if wanted:
             for row in store.run(q.FRONTIER_RELATIONS, routing="r", kb=kb, items=wanted, statuses=statuses,
                                  as_of=as_of):
-                present.setdefault(row["q"], []).append((row["predicate"], row["forward"]))
-        return {i: choose(i, hop, sorted(set(present[i]))) for i in questions if i in present}
+                around_i = present.setdefault(row["q"], {})
+                key = (row["predicate"], row["forward"])
+                around_i[key] = around_i.get(key, 0) + row["facts"]
+        return {i: choose(i, hop, dict(sorted(present[i].items()))) for i in questions if i in present}
 
     def follow(chosen: dict[int, Sequence[RelationKey]], reached: list[dict[str, None]]) -> None:
         # one store round trip for the chosen relations' facts around the questions' frontiers
