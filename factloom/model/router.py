@@ -142,7 +142,7 @@ class RelationPlan:
                 # and the next hop's strongest: a walk round a self-loop ("the track of release of
                 # Believe's recording", where Believe is its own recording) shifts the hops by one
                 picked.append(int(rows[hop + 1].argmax()))
-                if isinstance(present, Mapping):  # the second relations that would read a hub are not
+                if isinstance(present, Mapping):  # a second relation that would read a hub is left
                     picked = [r for n, r in enumerate(picked) if n == 0 or present[known[r]] <= self.side_facts]
             chosen += [known[r] for r in dict.fromkeys(picked)]
         return chosen
