@@ -444,7 +444,7 @@ def test_plan_follows_a_hops_relations_until_they_hold_its_mass() -> None:
     assert plan.guess(1, 0) is None  # 0.49 + 0.49: the store is asked
 
 
-def test_plan_leaves_a_second_relation_into_a_hub_before_the_last_hop() -> None:
+def test_plan_leaves_an_uncertain_relation_into_a_hub_before_the_last_hop() -> None:
     keys = [("genre", False), ("directed_by", False), ("written_by", True)]
     # hop 0: directed_by 0.54, genre 0.44 (both needed for the mass); hop 1: written_by, sure
     logits = torch.tensor([[[1.0, 1.2, -2.0], [0.0, 0.0, 5.0]]])  # (B=1, T=2, R=3)
@@ -460,6 +460,12 @@ def test_plan_leaves_a_second_relation_into_a_hub_before_the_last_hop() -> None:
     # the last hop's relations are the answers': never left for their size
     last = RelationPlan(keys, logits[:, :1], depth=[1], keep=5, mass=0.8)
     assert last.choose(0, 0, hub) == [("directed_by", False), ("genre", False)]
+    # the strongest into a hub is left too where a cheap relation holds half its attention or more
+    # (genre 0.54, directed_by 0.44), and followed where it leads by more (genre 0.73, directed_by 0.24)
+    close = RelationPlan(keys, torch.tensor([[[1.2, 1.0, -2.0], [0.0, 0.0, 5.0]]]), depth=[2], keep=5, mass=0.8)
+    assert close.choose(0, 0, hub) == [("directed_by", False), ("written_by", True)]
+    ahead = RelationPlan(keys, torch.tensor([[[1.14, 0.0, -2.0], [0.0, 0.0, 5.0]]]), depth=[2], keep=5, mass=0.8)
+    assert ahead.choose(0, 0, hub) == [("genre", False), ("directed_by", False), ("written_by", True)]
 
 
 def test_a_kb_whose_guesses_miss_stops_guessing_but_probes_now_and_then() -> None:
