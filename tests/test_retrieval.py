@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from factloom.config import Settings
-from factloom.graph import FactWrite, InvalidGraphInput, Neo4jStore, fact_id_for
+from factloom.graph import FactWrite, InvalidGraphInput, Neo4jStore, fact_id_for, retrieval
 from factloom.graph import queries as q
 from factloom.graph.linking import link_entities, lucene_escape, strip_mentions
 from factloom.graph.retrieval import guided_subgraphs, k_hop_subgraph, kb_predicates
@@ -199,6 +199,31 @@ def test_guided_follows_only_the_chosen_relations(store: Neo4jStore, kbs: tuple[
     assert not alien.truncated
     # each hop asks once per question
     assert sorted(hop for _, hop, _ in asked) == [0, 0, 1, 1, 2, 2]
+
+
+def test_guided_samples_a_hub_and_reads_only_entities_around_a_chosen_relation(
+        store: Neo4jStore, kbs: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    kb, _ = kbs
+    fetched: list[set[str]] = []  # the frontier entities each guided hop reads around
+    run = store.run
+
+    def recording(query: str, **params: Any) -> Any:
+        if query is q.GUIDED_HOP:
+            fetched.append({item["id"] for item in params["items"]})
+        return run(query, **params)
+
+    monkeypatch.setattr(store, "run", recording)
+    monkeypatch.setattr(retrieval, "HUB_SCAN", 10)  # "Drama" (61 facts) is now a hub
+    asked: list[tuple[int, int, dict[tuple[str, bool], int]]] = []
+    plan = [[("directed_by", True), ("has_genre", True)], [("directed_by", False)]]
+    witness, = guided_subgraphs(store, kb=kb, seeds=[[_seed(store, kb, "Witness")]],
+                                choose=_following(plan, asked), hops=2, max_edges=100)
+    assert _triples(witness) == {("Witness", "directed_by", "Peter Weir"), ("Witness", "has_genre", "Drama")}
+    # the hub's first 10 facts read, their count scaled to its degree: the same 61
+    assert asked[1] == (0, 1, {("directed_by", False): 1, ("has_genre", False): 1 + HUB_FILMS})
+    # the second hop reads around Peter Weir only: no film of Drama's is directed by it
+    weir, drama = (_seed(store, kb, name).entity_id for name in ("Peter Weir", "Drama"))
+    assert weir in fetched[1] and drama not in fetched[1]
 
 
 @pytest.fixture

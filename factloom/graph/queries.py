@@ -194,18 +194,26 @@ RETURN r.fact_id AS fact_id, r.predicate AS predicate, r.sources AS sources,
 # entities of the fact's own kb, so ``r.kb`` says the other end's kb (a node property read per fact
 # saved, ~10-15 % of a 3-hop hop).
 
-# The relation keys around each question's frontier (``item.q``, ``item.id``): what one hop of
-# router-guided retrieval may choose from; ``forward`` is true where the frontier entity is the
-# subject, ``facts`` how many current facts following it would read (a hub's thousands, or a few)
+# The relation keys around each question's frontier entity (``item.q``, ``item.id``): what one hop
+# of router-guided retrieval may choose from; ``forward`` is true where the entity is the subject,
+# ``facts`` how many of its current facts following the key reads. An entity reads at most
+# ``$scan`` of its facts here: a hub ("Drama", 4,000 films) would cost tens of milliseconds to
+# count, so beyond that ``degree`` (every fact of the entity, read from Neo4j's degree store without
+# touching one) tells the caller to scale the sample's counts.
 FRONTIER_RELATIONS = """
 WITH coalesce($as_of, datetime()) AS at
 UNWIND $items AS item
-MATCH (n:Entity {kb: $kb, id: item.id})-[r:FACT]-()
-WHERE r.kb = $kb
-  AND coalesce(r.status, 'accepted') IN $statuses
-  AND (r.valid_to IS NULL OR r.valid_to > at)
-  AND (r.valid_from IS NULL OR r.valid_from <= at)
-RETURN item.q AS q, r.predicate AS predicate, startNode(r) = n AS forward, count(r) AS facts
+MATCH (n:Entity {kb: $kb, id: item.id})
+CALL (n, at) {
+  MATCH (n)-[r:FACT]-()
+  WHERE r.kb = $kb
+    AND coalesce(r.status, 'accepted') IN $statuses
+    AND (r.valid_to IS NULL OR r.valid_to > at)
+    AND (r.valid_from IS NULL OR r.valid_from <= at)
+  WITH r LIMIT $scan
+  RETURN r.predicate AS predicate, startNode(r) = n AS forward, count(r) AS facts
+}
+RETURN item.q AS q, item.id AS id, COUNT { (n)-[:FACT]-() } AS degree, predicate, forward, facts
 """
 
 # One hop of router-guided retrieval for many questions at once: each item is a frontier entity of

@@ -22,6 +22,9 @@ __all__ = ["k_hop_subgraph", "guided_subgraphs", "kb_predicates", "Choose", "Gue
 SERVABLE_STATUSES: tuple[str, ...] = ("accepted",)
 # the least a frontier node may fetch even when the frontier is wide
 _MIN_PER_NODE = 25
+# the most facts of one frontier entity the relations query reads: beyond it, an entity is a hub
+# whose relations are those of its first ``HUB_SCAN`` facts, their counts scaled to its degree
+HUB_SCAN = 500
 
 
 # (question, hop, the relation keys around that question's frontier with the number of facts each
@@ -140,16 +143,29 @@ def guided_subgraphs(
     around: list[dict[str, list[tuple[RelationKey, str]]]] = [{} for _ in seeds]  # entity → (key, other end)
     frontiers = [list(dict.fromkeys(x.entity_id for x in s)) for s in seeds]
 
+    # per question asked at this hop: the relation keys around each of its frontier entities
+    keys_at: dict[int, dict[str, set[RelationKey]]] = {}
+
     def ask(hop: int, questions: list[int]) -> dict[int, Sequence[RelationKey]]:
         # the relation keys around each question's frontier, and ``choose``'s pick among them
         wanted = [{"q": i, "id": node} for i in questions for node in frontiers[i]]
-        present: dict[int, dict[RelationKey, int]] = {}
+        rows: dict[tuple[int, str], list[tuple[RelationKey, int]]] = {}
+        degree: dict[tuple[int, str], int] = {}
         if wanted:
             for row in store.run(q.FRONTIER_RELATIONS, routing="r", kb=kb, items=wanted, statuses=statuses,
-                                 as_of=as_of):
-                around_i = present.setdefault(row["q"], {})
-                key = (row["predicate"], row["forward"])
-                around_i[key] = around_i.get(key, 0) + row["facts"]
+                                 as_of=as_of, scan=HUB_SCAN):
+                at = (row["q"], row["id"])
+                rows.setdefault(at, []).append(((row["predicate"], row["forward"]), row["facts"]))
+                degree[at] = row["degree"]
+        present: dict[int, dict[RelationKey, int]] = {}
+        for (i, node), found in rows.items():
+            read = sum(n for _, n in found)
+            # a hub: its first facts read, their counts scaled to its degree (rounded up)
+            full = degree[(i, node)] if read >= HUB_SCAN else read
+            around_i = present.setdefault(i, {})
+            for key, n in found:
+                around_i[key] = around_i.get(key, 0) - (-n * full // read)
+            keys_at.setdefault(i, {})[node] = {key for key, _ in found}
         return {i: choose(i, hop, dict(sorted(present[i].items()))) for i in questions if i in present}
 
     def follow(chosen: dict[int, Sequence[RelationKey]], reached: list[dict[str, None]]) -> None:
@@ -170,7 +186,11 @@ def guided_subgraphs(
             per_node = max(per_node, share)
             fwd = sorted({p for p, forward in keys if forward})
             inv = sorted({p for p, forward in keys if not forward})
-            items += [{"q": i, "id": node, "fwd": fwd, "inv": inv, "per_node": share} for node in frontier]
+            # an entity asked about is fetched from only where a chosen relation is around it (a
+            # hub's "Drama" scanned for "starred_actors" would read its 4,000 facts for none)
+            asked = keys_at.get(i)
+            items += [{"q": i, "id": node, "fwd": fwd, "inv": inv, "per_node": share} for node in frontier
+                      if asked is None or not asked.get(node, set()).isdisjoint(allowed)]
         if not items:
             return
         rows = store.run(q.GUIDED_HOP, routing="r", kb=kb, items=items, statuses=statuses, as_of=as_of,
@@ -208,6 +228,7 @@ def guided_subgraphs(
         active = [i for i, frontier in enumerate(frontiers) if frontier]
         if not active:
             break
+        keys_at.clear()
         guessed: dict[int, Sequence[RelationKey]] = {}
         for i in active:
             keys = guess(i, hop) if guess is not None and hop == depth[i] - 1 else None
