@@ -116,6 +116,7 @@ def test_review_with_the_keyboard_commits_and_rejects(
     assert page.locator("#verifiers svg.chart rect").count() >= 2  # the per-verifier bars
     assert "premiered in 1983" in page.locator("#evidence").inner_text()
     assert "1982" in page.locator("#conflicts").inner_text() and "conflicts" in page.locator("#conflicts").inner_text()
+    assert "Both hold" in page.locator("button[value=keep_both]").inner_text()  # offered where values conflict
     page.wait_for_selector("#item-graph canvas")  # cytoscape, served by the app from node_modules
     assert page.evaluate("document.getElementById('item-graph')._cy.nodes().length") >= 3
     page.screenshot(path=str(OUT / "admin-item.png"), full_page=True)

@@ -134,6 +134,25 @@ def test_functional_contradiction_waits_for_review_and_a_decision_commits_it(
     assert [f.object for f in history] == ["1999"]
 
 
+def test_a_reviewer_can_keep_both_values_of_a_functional_predicate(
+    api: httpx.Client, store: Neo4jStore, db: Database
+) -> None:
+    # two films of one name: the second year is a contradiction to the checker, not to the reviewer
+    kb = "bothhold"
+    wait_batch(api, api.post("/v1/facts", json={"kb": kb, "facts": facts([("Show Boat", "release_year", "1936")])}
+                             ).json()["batch_id"])
+    second = api.post("/v1/facts", json={"kb": kb, "facts": facts([("Show Boat", "release_year", "1951")], "remake")})
+    (sid,) = submission_ids(db, second.json()["batch_id"])
+    wait_status(api, sid, "needs_review")
+    unknown = api.post(f"/v1/review/{sid}", json={"decision": "both"})
+    assert unknown.status_code == 422 and unknown.headers["content-type"] == "application/problem+json"
+    decided = api.post(f"/v1/review/{sid}", json={"decision": "keep_both", "reason": "the 1951 remake"})
+    assert decided.status_code == 200 and decided.json() == {"id": sid, "status": "reviewed", "decision": "keep_both"}
+    wait_status(api, sid, "committed")
+    history = store.current_facts(kb, [("Show Boat", "release_year")])[("Show Boat", "release_year")]
+    assert sorted(f.object for f in history) == ["1936", "1951"]  # both current: nothing superseded
+
+
 def test_rejected_and_pending_facts_never_answer(api: httpx.Client, db: Database) -> None:
     kb = "neveranswer"
     wait_batch(api, api.post("/v1/facts", json={"kb": kb, "facts": facts(MOVIES[:3])}).json()["batch_id"])

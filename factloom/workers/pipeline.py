@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import delete, select, update
 
 from factloom.graph import FactWrite
-from factloom.ledger import CheckResult, FactSubmission, Status
+from factloom.ledger import CheckResult, FactSubmission, ReviewDecision, Status
 from factloom.ledger.evidence import image_path
 from factloom.verify import Claim, Verdict, Verifier, VerifierResult
 from factloom.verify.base import GraphView
@@ -144,7 +144,11 @@ def commit_submissions(ctx: WorkerContext, ids: Sequence[str]) -> int:
                 FactSubmission.id.in_(ids), FactSubmission.status.in_([Status.accepted, Status.reviewed])
             )
         ).all()
-        work = [(r.id, r.kb, _write(r, ctx.settings.functional_predicates)) for r in rows]
+        # a reviewer who kept both values: the claim is written beside the current one
+        beside = set(session.scalars(
+            select(ReviewDecision.submission_id).where(ReviewDecision.submission_id.in_([r.id for r in rows]),
+                                                      ReviewDecision.decision == "keep_both")))
+        work = [(r.id, r.kb, _write(r, ctx.settings.functional_predicates, r.id in beside)) for r in rows]
     by_kb: dict[str, list[FactWrite]] = {}
     for _, kb, fact in work:
         by_kb.setdefault(kb, []).append(fact)
@@ -164,13 +168,14 @@ def commit_submissions(ctx: WorkerContext, ids: Sequence[str]) -> int:
     return len(work)
 
 
-def _write(row: FactSubmission, functional: Sequence[str]) -> FactWrite:
+def _write(row: FactSubmission, functional: Sequence[str], beside: bool = False) -> FactWrite:
     return FactWrite(
         fact_id=row.fact_id, subject=row.subject, predicate=row.predicate, object=row.object,
         source=row.source, confidence=row.probability if row.probability is not None else 1.0,
         valid_from=_aware(row.valid_from), valid_to=_aware(row.valid_to),
-        # a checked or reviewed value of a functional predicate replaces the current one
-        supersede=row.predicate in functional,
+        # a checked or reviewed value of a functional predicate replaces the current one, unless
+        # the reviewer kept both
+        supersede=row.predicate in functional and not beside,
     )
 
 

@@ -123,8 +123,10 @@ def decide(
                       actor=me.actor)
     except Conflict as exc:  # someone else was quicker: show the item as it now stands
         return flash(request, redirect(f"{PREFIX}/review/{submission_id}?{back}"), exc.detail, "warn")
-    verb = "Accepted" if decision == "accept" else "Rejected"
-    message = f"{verb} {submission_id[:8]}" + (" — it is being committed to the graph" if decision == "accept" else "")
+    message = {"accept": f"Accepted {submission_id[:8]}", "reject": f"Rejected {submission_id[:8]}",
+               "keep_both": f"Accepted {submission_id[:8]} beside the current value"}.get(decision, "")
+    if decision != "reject":
+        message += " — it is being committed to the graph"
     target = f"{PREFIX}/review/{next_id}?{back}" if next_id else f"{PREFIX}/queue?{back}"
     return flash(request, redirect(target), message)
 

@@ -7,9 +7,13 @@ from sqlalchemy import func, select, update
 from factloom.ledger import AuditEvent, Database, FactSubmission, ReviewDecision, Status
 from factloom.platform.errors import BadRequest, Conflict, NotFound
 
-__all__ = ["list_submissions", "decide"]
+__all__ = ["list_submissions", "decide", "DECISIONS"]
 
 REVIEWABLE = frozenset({Status.needs_review})
+# accept: the claim holds (a new value of a functional predicate replaces the current one);
+# keep_both: it holds beside the current value (two same-name entities, or a predicate that is not
+# functional for this subject); reject: it never reaches the graph
+DECISIONS = ("accept", "keep_both", "reject")
 
 
 def list_submissions(
@@ -41,8 +45,11 @@ def list_submissions(
 
 
 def decide(*, db: Database, submission_id: str, decision: str, reason: str, reviewer: str) -> Status:
-    """Accept (→ ``reviewed``, then committed by a worker) or reject a submission waiting for review."""
-    new_status = Status.reviewed if decision == "accept" else Status.rejected
+    """Accept or keep both (→ ``reviewed``, then committed by a worker) or reject a submission
+    waiting for review (:data:`DECISIONS`)."""
+    if decision not in DECISIONS:
+        raise BadRequest(f"unknown decision {decision!r}; one of {', '.join(DECISIONS)}")
+    new_status = Status.rejected if decision == "reject" else Status.reviewed
     with db.session() as session:
         row = session.get(FactSubmission, submission_id)
         if row is None:

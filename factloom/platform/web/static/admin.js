@@ -7,7 +7,7 @@
     return t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName));
   }
 
-  // review item: a accept, r reject, e correct, j/k next/previous, / focus the reason
+  // review item: a accept, r reject, b both hold (a conflict), e correct, j/k next/previous, / focus the reason
   var item = document.querySelector("[data-shortcuts]");
   if (item) {
     document.addEventListener("keydown", function (event) {
