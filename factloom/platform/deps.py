@@ -1,4 +1,7 @@
-"""FastAPI dependencies, as ``Annotated`` aliases the routes declare."""
+"""FastAPI dependencies, as ``Annotated`` aliases the routes declare.
+
+The ones that only read ``app.state`` are ``async``: FastAPI runs a plain ``def`` dependency in its
+thread pool, a hop per dependency per request; the API-key check reads the ledger and stays a ``def``."""
 
 from __future__ import annotations
 
@@ -20,22 +23,22 @@ __all__ = [
 ]
 
 
-def get_resources(request: Request) -> Resources:
+async def get_resources(request: Request) -> Resources:
     return request.app.state.resources  # type: ignore[no-any-return]
 
 
 ResourcesDep = Annotated[Resources, Depends(get_resources)]
 
 
-def get_settings_dep(resources: ResourcesDep) -> Settings:
+async def get_settings_dep(resources: ResourcesDep) -> Settings:
     return resources.settings
 
 
-def get_db(resources: ResourcesDep) -> Database:
+async def get_db(resources: ResourcesDep) -> Database:
     return resources.db
 
 
-def get_store(resources: ResourcesDep) -> Neo4jStore:
+async def get_store(resources: ResourcesDep) -> Neo4jStore:
     return resources.store
 
 
