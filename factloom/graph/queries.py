@@ -221,19 +221,33 @@ RETURN item.q AS q, item.id AS id, COUNT { (n)-[:FACT]-() } AS degree, predicate
 # subject) and into it (``inv``: the entity is the object); at most ``item.per_node`` facts each,
 # none of the question's facts fetched at earlier hops (``$seen[q]``). One row per item, its facts as
 # ``[fact_id, predicate, sources, source_id, source_name, target_id, target_name]`` lists: a 3-hop
-# batch fetches thousands of facts, and a record each cost ~10 % more time.
+# batch fetches thousands of facts, and a record each cost ~10 % more time. Each direction is its
+# own pattern, and one with no predicates is not expanded: Neo4j keeps a dense node's facts by
+# direction, so a hub ("Drama": 4,000 facts, all incoming) asked for a forward relation reads none.
 GUIDED_HOP = """
 WITH coalesce($as_of, datetime()) AS at
 UNWIND $items AS item
 MATCH (n:Entity {kb: $kb, id: item.id})
 CALL (n, item, at) {
-  MATCH (n)-[r:FACT]-()
-  WHERE r.kb = $kb
-    AND ((startNode(r) = n AND r.predicate IN item.fwd) OR (endNode(r) = n AND r.predicate IN item.inv))
-    AND NOT r.fact_id IN $seen[item.q]
-    AND coalesce(r.status, 'accepted') IN $statuses
-    AND (r.valid_to IS NULL OR r.valid_to > at)
-    AND (r.valid_from IS NULL OR r.valid_from <= at)
+  CALL (n, item, at) {
+    WITH * WHERE size(item.fwd) > 0
+    MATCH (n)-[r:FACT]->()
+    WHERE r.kb = $kb AND r.predicate IN item.fwd
+      AND NOT r.fact_id IN $seen[item.q]
+      AND coalesce(r.status, 'accepted') IN $statuses
+      AND (r.valid_to IS NULL OR r.valid_to > at)
+      AND (r.valid_from IS NULL OR r.valid_from <= at)
+    RETURN r
+    UNION
+    WITH * WHERE size(item.inv) > 0
+    MATCH (n)<-[r:FACT]-()
+    WHERE r.kb = $kb AND r.predicate IN item.inv
+      AND NOT r.fact_id IN $seen[item.q]
+      AND coalesce(r.status, 'accepted') IN $statuses
+      AND (r.valid_to IS NULL OR r.valid_to > at)
+      AND (r.valid_from IS NULL OR r.valid_from <= at)
+    RETURN r
+  }
   RETURN r
   LIMIT $per_node
 }
