@@ -145,9 +145,10 @@ def commit_submissions(ctx: WorkerContext, ids: Sequence[str]) -> int:
             )
         ).all()
         # a reviewer who kept both values: the claim is written beside the current one
+        reviewed = [r.id for r in rows if r.status is Status.reviewed]
         beside = set(session.scalars(
-            select(ReviewDecision.submission_id).where(ReviewDecision.submission_id.in_([r.id for r in rows]),
-                                                      ReviewDecision.decision == "keep_both")))
+            select(ReviewDecision.submission_id).where(ReviewDecision.submission_id.in_(reviewed),
+                                                      ReviewDecision.decision == "keep_both"))) if reviewed else set()
         work = [(r.id, r.kb, _write(r, ctx.settings.functional_predicates, r.id in beside)) for r in rows]
     by_kb: dict[str, list[FactWrite]] = {}
     for _, kb, fact in work:
