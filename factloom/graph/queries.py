@@ -216,6 +216,13 @@ CALL (n, at) {
 RETURN item.q AS q, item.id AS id, COUNT { (n)-[:FACT]-() } AS degree, predicate, forward, facts
 """
 
+# what each direction of a guided hop keeps besides its predicates
+_GUIDED_KEEP = """
+      AND NOT r.fact_id IN $seen[item.q]
+      AND coalesce(r.status, 'accepted') IN $statuses
+      AND (r.valid_to IS NULL OR r.valid_to > at)
+      AND (r.valid_from IS NULL OR r.valid_from <= at)"""
+
 # One hop of router-guided retrieval for many questions at once: each item is a frontier entity of
 # one question (``q``) with the predicates that hop may follow out of it (``fwd``: the entity is the
 # subject) and into it (``inv``: the entity is the object); at most ``item.per_node`` facts each,
@@ -232,20 +239,12 @@ CALL (n, item, at) {
   CALL (n, item, at) {
     WITH * WHERE size(item.fwd) > 0
     MATCH (n)-[r:FACT]->()
-    WHERE r.kb = $kb AND r.predicate IN item.fwd
-      AND NOT r.fact_id IN $seen[item.q]
-      AND coalesce(r.status, 'accepted') IN $statuses
-      AND (r.valid_to IS NULL OR r.valid_to > at)
-      AND (r.valid_from IS NULL OR r.valid_from <= at)
+    WHERE r.kb = $kb AND r.predicate IN item.fwd""" + _GUIDED_KEEP + """
     RETURN r
     UNION
     WITH * WHERE size(item.inv) > 0
     MATCH (n)<-[r:FACT]-()
-    WHERE r.kb = $kb AND r.predicate IN item.inv
-      AND NOT r.fact_id IN $seen[item.q]
-      AND coalesce(r.status, 'accepted') IN $statuses
-      AND (r.valid_to IS NULL OR r.valid_to > at)
-      AND (r.valid_from IS NULL OR r.valid_from <= at)
+    WHERE r.kb = $kb AND r.predicate IN item.inv""" + _GUIDED_KEEP + """
     RETURN r
   }
   RETURN r
