@@ -1,4 +1,5 @@
-"""A worker killed mid-batch, then restarted: nothing lost, nothing duplicated."""
+"""A worker killed mid-batch, then restarted: nothing lost, nothing duplicated. A store whose pooled
+connection Neo4j closed reads on."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
+from factloom.config import Settings
 from factloom.graph import Neo4jStore
 from factloom.ledger import Database, FactSubmission, Status
 
@@ -56,3 +58,19 @@ def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
         "MATCH ()-[r:FACT {kb: $kb}]->() WITH r.fact_id AS id, count(*) AS n WHERE n > 1 RETURN count(id) AS d", kb=kb
     )
     assert duplicates[0]["d"] == 0
+
+
+def test_a_read_on_a_connection_neo4j_closed_succeeds(store: Neo4jStore, settings: Settings) -> None:
+    # reads are auto-commit statements without the driver's transaction retries: the pool must not
+    # hand out the connection the server killed
+    reader = Neo4jStore(settings.neo4j_uri, settings.neo4j_auth())
+    try:
+        for _ in range(2):
+            own = reader.run("SHOW TRANSACTIONS YIELD connectionId, currentQuery "
+                             "WHERE currentQuery STARTS WITH 'SHOW TRANSACTIONS' RETURN connectionId", routing="r")
+            killed = store.run("CALL dbms.killConnection($id) YIELD message RETURN message",
+                               id=own[0]["connectionId"])
+            assert killed == [{"message": "Connection found"}]
+            assert reader.run("RETURN 1 AS ok", routing="r") == [{"ok": 1}]
+    finally:
+        reader.close()
