@@ -92,6 +92,8 @@ def test_other_bad_input(api: httpx.Client) -> None:
     assert_problem(api.post("/v1/review/doesnotexist", json={"decision": "accept"}), 404, "no submission")
     assert_problem(api.post("/v1/review/x", json={"decision": "maybe"}), 422, "decision")
     assert_problem(api.post("/v1/query", json={"question": ""}), 422, "question")
+    assert_problem(api.post("/v1/query", json={"question": "who directed [Alien]", "kb": "no-such-kb"}), 404,
+                   "knowledge base 'no-such-kb' holds no entities")
     assert_problem(api.get("/v1/nothing"), 404, "Not Found")
 
 

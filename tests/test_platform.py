@@ -73,6 +73,8 @@ def test_post_facts_commit_to_neo4j_and_answer_with_paths(api: httpx.Client, sto
 
     answers = ask(api, kb, "who directed [Blade Runner]")
     assert answers[0]["name"] == "Ridley Scott"
+    unlinked = api.post("/v1/query", json={"question": "who directed [No Such Film]", "kb": kb}).json()
+    assert unlinked["answers"] == [] and "could be linked" in unlinked["note"]
     path = answers[0]["paths"][0]
     steps = [(s["subject"], s["predicate"], s["object"], s["sources"]) for s in path]
     assert steps == [("Blade Runner", "directed_by", "Ridley Scott", ["wikimovies"])]

@@ -128,6 +128,13 @@ OPTIONAL MATCH ()-[r:FACT {kb: $kb}]->()
 RETURN entities, count(r) AS facts
 """
 
+# whether the kb holds any entity at all (a query that links nothing may name a kb that does not exist)
+KB_HAS_ENTITY = """
+MATCH (e:Entity {kb: $kb})
+WITH e LIMIT 1
+RETURN count(e) > 0 AS found
+"""
+
 # deletes a whole knowledge base in bounded transactions (tests and benchmarks reload their kb)
 DROP_KB = """
 MATCH (e {kb: $kb}) WHERE e:Entity OR e:Alias

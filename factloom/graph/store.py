@@ -263,6 +263,10 @@ class Neo4jStore:
         row = self.run(q.COUNT_KB, routing="r", kb=check_kb(kb))[0]
         return int(row["entities"]), int(row["facts"])
 
+    def has_entities(self, kb: str) -> bool:
+        """Whether ``kb`` holds any entity: a kb exists from its first committed fact on."""
+        return bool(self.run(q.KB_HAS_ENTITY, routing="r", kb=check_kb(kb))[0]["found"])
+
     def drop_kb(self, kb: str) -> None:
         with self._driver.session(database=self.database) as session:
             session.run(q.DROP_KB, kb=check_kb(kb)).consume()

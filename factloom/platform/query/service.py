@@ -22,7 +22,7 @@ from factloom.ledger import active_versions
 from factloom.model.embedder import Embedder
 from factloom.model.pathrank import Answer, PathRankReasoner
 from factloom.model.verbaliser import Verbaliser
-from factloom.platform.errors import BadRequest, Conflict, Unavailable
+from factloom.platform.errors import BadRequest, Conflict, NotFound, Unavailable
 from factloom.platform.query.engine import QueryEngine, get_engine
 from factloom.platform.query.schemas import (
     AnswerOut,
@@ -49,7 +49,8 @@ def answer(
     engine: QueryEngine | None = None, reasoner: str | None = None, default_reasoner: str = "auto",
     include_subgraph: bool = False, verbaliser: Verbaliser | None = None,
 ) -> QueryOut:
-    """Answer ``question`` over ``kb``; no linked entity is a normal, empty answer with a note.
+    """Answer ``question`` over ``kb``; no linked entity is a normal, empty answer with a note, unless
+    ``kb`` holds no entity at all (:class:`NotFound`: most likely a misspelt name).
 
     ``max_hops`` is the asker's bound, capped by the server's ``hops_limit``. ``reasoner``
     (``learned`` | ``baseline`` | ``None``: ``default_reasoner``, where ``auto`` means learned when
@@ -75,6 +76,11 @@ def answer(
         seeds = link_entities(store, kb=kb, question=question, vector=vector, limit=SEED_LIMIT)
     t1 = time.perf_counter()
     if not seeds:
+        with _graph_errors():
+            exists = store.has_entities(kb)
+        if not exists:
+            raise NotFound(f"knowledge base {kb!r} holds no entities: check its name (a kb appears with "
+                           f"its first committed fact)")
         return QueryOut(
             answers=[], seeds=[], model_versions=versions,
             timings_ms=_timings(t0, t1, t1, t1),
