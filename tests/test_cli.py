@@ -57,6 +57,10 @@ def test_keys_ingest_and_query_from_the_command_line(
     assert answered.returncode == 0, answered.stderr
     names = {line.split("  ", 1)[1] for line in answered.stdout.splitlines() if line[:1].isdigit()}
     assert {"Heat", "Collateral", "Thief"} <= names
+    unlinked = factloom("query", "what movies did [Nobody Here] direct", "--kb", "cli", key=key)
+    assert unlinked.returncode == 0 and "no answer found: no entity of the question" in unlinked.stdout
+    misspelt = factloom("query", "what movies did [Michael Mann] direct", "--kb", "clii", key=key)
+    assert misspelt.returncode != 0 and "knowledge base 'clii' holds no entities" in misspelt.stderr
 
 
 def test_a_bad_file_submits_nothing(live: object, db: Database, tmp_path: Path) -> None:

@@ -208,7 +208,7 @@ def cmd_query(args: argparse.Namespace, settings: Settings) -> None:
         print(json.dumps(answer, indent=2))
         return
     if not answer["answers"]:
-        print("no answer found")
+        print(f"no answer found: {answer['note']}" if answer.get("note") else "no answer found")
     for item in answer["answers"]:
         print(f"{item['score']:.3f}  {item['name']}")
         for path in item["paths"][:1]:
