@@ -33,6 +33,7 @@ from factloom.model.train._common import (
     kb_for,
     load_questions,
     prepare,
+    require_files,
     train_kb,
 )
 from factloom.platform.bulk import ingest_facts
@@ -284,6 +285,11 @@ def main() -> None:
     out = args.out or REPO / "bench" / "results" / f"kgqa-{args.dataset}.json"
     sets = args.sets.split(",") if args.sets else list(PATHQUESTION_SETS if args.dataset == "pathquestion"
                                                          else METAQA_SETS)
+    unknown = sorted(set(sets) - set(PATHQUESTION_SETS if args.dataset == "pathquestion" else METAQA_SETS))
+    if unknown:
+        raise SystemExit(f"unknown question set(s) {', '.join(unknown)} for {args.dataset}")
+    # the training splits too: the bench trains when no version is registered for the kb
+    require_files(args.dataset, data_dir, sets, ("train", "dev", args.split), kb=True)
     store = Neo4jStore(settings.neo4j_uri, settings.neo4j_auth())
     db = Database(settings.sql_url)
     embedder = Embedder(settings.embedder_path or None, device=settings.device)

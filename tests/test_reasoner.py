@@ -554,3 +554,26 @@ def test_question_only_outputs_are_cached_and_change_nothing(trained: tuple, sam
     assert cached is not None and computed == [3, 2]
     for got_part, want_part in zip(cached, direct, strict=True):  # (B, T, H), then (B, T, L) zero-padded
         assert got_part.shape == want_part.shape and torch.allclose(got_part, want_part, atol=1e-6)
+
+
+def test_training_data_errors_name_the_file_and_what_is_wrong(tmp_path: Path) -> None:
+    from factloom.model.train._common import jobs_for, parse_args, require_files
+
+    with pytest.raises(SystemExit, match=r"lacks qa_2hop_dev.txt, kb.txt: --data-dir must be laid out"):
+        require_files("metaqa", tmp_path, ["2hop"], ("train", "dev"), kb=True)
+    (tmp_path / "PQ-2H_train.txt").write_text("")
+    with pytest.raises(SystemExit, match="lacks PQ-2H_dev.txt:"):
+        require_files("pathquestion", tmp_path, ["PQ-2H"], ("train", "dev"))
+    with pytest.raises(SystemExit, match="unknown question set '4hop'"):
+        jobs_for(parse_args("router", ["--dataset", "metaqa", "--set", "4hop", "--data-dir", str(tmp_path)]))
+    pairs = tmp_path / "pairs.jsonl"
+    for text, message in ((b'{"question": "who directed [Heat]", "answers": ["Michael Mann"]}\nnot json\n',
+                           "pairs.jsonl:2: not JSON"),
+                          (b'{"question": "who directed [Heat]", "answers": "Michael Mann"}\n',
+                           "pairs.jsonl:1: needs 'question' and a non-empty 'answers' list")):
+        pairs.write_bytes(text)
+        with pytest.raises(SystemExit, match=message):
+            jobs_for(parse_args("router", ["--dataset", "jsonl", "--kb", "k", "--data-dir", str(pairs)]))
+    pairs.write_text('{"question": "who directed [Heat]", "answers": ["Michael Mann"]}\n')
+    [job] = jobs_for(parse_args("router", ["--dataset", "jsonl", "--kb", "k", "--data-dir", str(pairs)]))
+    assert (job.kb, job.train[0].answers) == ("k", ["Michael Mann"])

@@ -60,13 +60,30 @@ def _bracket(question: str, topic: str) -> str:
     return pattern.sub(lambda m: f"[{m.group(0)}]", question.strip(), count=1)
 
 
+def question_file(dataset: str, data_dir: Path, name: str, split: str) -> Path:
+    """The file holding a question set's ``split``: MetaQA's train and dev both come from its dev file."""
+    if dataset == "pathquestion":
+        return data_dir / f"{name}_{split}.txt"
+    return data_dir / f"qa_{name.removesuffix('hop')}hop_{'test' if split == 'test' else 'dev'}.txt"
+
+
+def require_files(dataset: str, data_dir: Path, names: Sequence[str], splits: Sequence[str],
+                  *, kb: bool = False) -> None:
+    """Exit with one clear message when ``data_dir`` lacks a file the sets need (``kb``: and their KB)."""
+    needed = [question_file(dataset, data_dir, n, s) for n in names for s in splits]
+    if kb:
+        needed += [data_dir / (PQ_KB_FILES[n] if dataset == "pathquestion" else "kb.txt") for n in names]
+    missing = [str(p.relative_to(data_dir)) for p in dict.fromkeys(needed) if not p.is_file()]
+    if missing:
+        raise SystemExit(f"{data_dir} lacks {', '.join(missing)}: --data-dir must be laid out as "
+                         f"../shared/data/{dataset} (see ../shared/README.md)")
+
+
 def load_questions(dataset: str, data_dir: Path, name: str, split: str, *, seed: int = 0) -> list[QA]:
     """``split``: ``train`` | ``dev`` | ``test``. MetaQA's dev questions are split 80/20 (seeded)
     into train and dev; its ``test`` reads ``qa_Nhop_test.txt`` when present."""
+    path = question_file(dataset, data_dir, name, split)
     if dataset == "pathquestion":
-        path = data_dir / f"{name}_{split}.txt"
-        if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist")
         out = []
         for line in path.read_text(encoding="utf-8").splitlines():
             if not line.strip():
@@ -80,13 +97,8 @@ def load_questions(dataset: str, data_dir: Path, name: str, split: str, *, seed:
             out.append(QA(_bracket(question, parts[0]), answers, name, relations))
         return out
     if dataset == "metaqa":
-        hop = name.removesuffix("hop")
-        if split == "test":
-            path = data_dir / f"qa_{hop}hop_test.txt"
-            lines = path.read_text(encoding="utf-8").splitlines()
-        else:
-            path = data_dir / f"qa_{hop}hop_dev.txt"
-            lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if split != "test":
             random.Random(seed).shuffle(lines)
             cut = int(0.8 * len(lines))
             lines = lines[:cut] if split == "train" else lines[cut:]
@@ -100,10 +112,15 @@ def load_jsonl(path: Path) -> list[QA]:
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
-        row = json.loads(line)
-        if not row.get("question") or not row.get("answers"):
-            raise ValueError(f"{path}:{number}: needs 'question' and a non-empty 'answers' list")
-        out.append(QA(row["question"], list(row["answers"]), "jsonl"))
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+        answers = row.get("answers") if isinstance(row, dict) else None
+        if not row.get("question") or not isinstance(answers, list) or not answers \
+                or not all(isinstance(a, str) and a.strip() for a in answers):
+            raise ValueError(f"{path}:{number}: needs 'question' and a non-empty 'answers' list of names")
+        out.append(QA(row["question"], answers, "jsonl"))
     return out
 
 
@@ -269,9 +286,18 @@ def jobs_for(args: argparse.Namespace) -> list[Job]:
     if args.dataset == "jsonl":
         if not args.data_dir or not args.kb:
             raise SystemExit("--dataset jsonl needs --data-dir FILE.jsonl and --kb NAME")
-        return [Job(args.kb, ["jsonl"], load_jsonl(args.data_dir))]
+        if not args.data_dir.is_file():
+            raise SystemExit(f"{args.data_dir} is not a file")
+        try:
+            return [Job(args.kb, ["jsonl"], load_jsonl(args.data_dir))]
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from exc
     data_dir = args.data_dir or Path(__file__).resolve().parents[3].parent / "shared" / "data" / args.dataset
-    names = [args.set] if args.set else list(PATHQUESTION_SETS if args.dataset == "pathquestion" else METAQA_SETS)
+    known = PATHQUESTION_SETS if args.dataset == "pathquestion" else METAQA_SETS
+    if args.set and args.set not in known:
+        raise SystemExit(f"unknown question set {args.set!r} for {args.dataset}; one of {', '.join(known)}")
+    names = [args.set] if args.set else list(known)
+    require_files(args.dataset, data_dir, names, ("train", "dev"))
     jobs: dict[str, Job] = {}
     for name in names:
         kb = args.kb or kb_for(args.dataset, name)
@@ -337,12 +363,13 @@ def train_main(kinds: Sequence[str], argv: list[str]) -> int:
     from factloom.ledger import Database
 
     args = parse_args("/".join(kinds), argv)
+    jobs = jobs_for(args)  # bad data fails before the models load
     settings = get_settings()
     store = Neo4jStore(settings.neo4j_uri, settings.neo4j_auth())
     db = Database(settings.sql_url)
     embedder = Embedder(settings.embedder_path or None, device=settings.device)
     try:
-        for job in jobs_for(args):
+        for job in jobs:
             train_kb(kinds, store=store, embedder=embedder, db=db, home=settings.home, job=job,
                      epochs=args.epochs, seed=args.seed)
     finally:
