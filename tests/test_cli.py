@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,8 @@ from factloom.platform.auth.service import create_key
 pytestmark = pytest.mark.integration
 
 
-def factloom(*args: str, key: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
+def factloom(*args: str, key: str | None = None, **env_vars: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **env_vars}
     if key:
         env["FACTLOOM_API_KEY"] = key
     return subprocess.run([sys.executable, "-m", "factloom.platform.cli", *args], env=env,
@@ -61,6 +62,10 @@ def test_keys_ingest_and_query_from_the_command_line(
     assert unlinked.returncode == 0 and "no answer found: no entity of the question" in unlinked.stdout
     misspelt = factloom("query", "what movies did [Michael Mann] direct", "--kb", "clii", key=key)
     assert misspelt.returncode != 0 and "knowledge base 'clii' holds no entities" in misspelt.stderr
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        down = factloom("query", "who directed [Heat]", key=key, FACTLOOM_API_PORT=str(closed.getsockname()[1]))
+    assert down.returncode != 0 and "cannot reach the API at http://127.0.0.1:" in down.stderr
 
 
 def test_a_bad_file_submits_nothing(live: object, db: Database, tmp_path: Path) -> None:

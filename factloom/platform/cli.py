@@ -283,8 +283,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    import httpx
+
     args = build_parser().parse_args(argv)
-    args.func(args, get_settings())
+    settings = get_settings()
+    try:
+        args.func(args, settings)
+    except httpx.TransportError as exc:  # ingest, query: the API is not there
+        sys.exit(f"error: cannot reach the API at {settings.base_url} ({exc}); is the platform up? "
+                 f"('factloom status', 'factloom up')")
 
 
 if __name__ == "__main__":
