@@ -8,7 +8,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from _common import client, percentile, parser, write_result
+from _common import load_client, percentile, parser, write_result
 
 from factloom.client import ApiError
 from factloom.config import DEFAULT_KB, get_settings
@@ -75,10 +75,10 @@ def main() -> None:
     questions = load_questions(args.data_dir, [int(h) for h in args.hops.split(",")], args.questions, args.seed)
     levels = [int(x) for x in args.levels.split(",")]
     metrics: dict[str, object] = {"levels": {}}
-    with client(settings) as api:
-        api.query(questions[0][0], kb=args.kb)  # warm the models
-        for level in levels:
-            metrics["levels"][str(level)] = run_level(api, questions, level, args.kb)  # type: ignore[index]
+    api = load_client(settings)
+    api.query(questions[0][0], kb=args.kb)  # warm the models
+    for level in levels:
+        metrics["levels"][str(level)] = run_level(api, questions, level, args.kb)  # type: ignore[index]
     print(f"{'clients':>8}{'qps':>8}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'errors':>8}  hits@1")
     for level, m in metrics["levels"].items():  # type: ignore[attr-defined]
         print(f"{level:>8}{m['qps']:>8}{m['latency_ms_p50']:>9}{m['latency_ms_p95']:>9}{m['latency_ms_p99']:>9}"
