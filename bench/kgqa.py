@@ -25,14 +25,13 @@ from factloom.graph import Neo4jStore
 from factloom.ledger import Database, active_versions
 from factloom.model.embedder import Embedder
 from factloom.model.train._common import (
-    METAQA_SETS,
-    PATHQUESTION_SETS,
     PQ_KB_FILES,
     QA,
     Job,
     kb_for,
     load_questions,
     prepare,
+    question_sets,
     require_files,
     train_kb,
 )
@@ -283,11 +282,7 @@ def main() -> None:
     settings = get_settings()
     data_dir = args.data_dir or DEFAULT_DATA / args.dataset
     out = args.out or REPO / "bench" / "results" / f"kgqa-{args.dataset}.json"
-    sets = args.sets.split(",") if args.sets else list(PATHQUESTION_SETS if args.dataset == "pathquestion"
-                                                         else METAQA_SETS)
-    unknown = sorted(set(sets) - set(PATHQUESTION_SETS if args.dataset == "pathquestion" else METAQA_SETS))
-    if unknown:
-        raise SystemExit(f"unknown question set(s) {', '.join(unknown)} for {args.dataset}")
+    sets = question_sets(args.dataset, args.sets.split(",") if args.sets else None)
     # the training splits too: the bench trains when no version is registered for the kb
     require_files(args.dataset, data_dir, sets, ("train", "dev", args.split), kb=True)
     store = Neo4jStore(settings.neo4j_uri, settings.neo4j_auth())

@@ -564,13 +564,14 @@ def test_training_data_errors_name_the_file_and_what_is_wrong(tmp_path: Path) ->
     (tmp_path / "PQ-2H_train.txt").write_text("")
     with pytest.raises(SystemExit, match="lacks PQ-2H_dev.txt:"):
         require_files("pathquestion", tmp_path, ["PQ-2H"], ("train", "dev"))
-    with pytest.raises(SystemExit, match="unknown question set '4hop'"):
+    with pytest.raises(SystemExit, match="unknown question set.s. 4hop for metaqa; known: 1hop, 2hop, 3hop"):
         jobs_for(parse_args("router", ["--dataset", "metaqa", "--set", "4hop", "--data-dir", str(tmp_path)]))
     pairs = tmp_path / "pairs.jsonl"
     for text, message in ((b'{"question": "who directed [Heat]", "answers": ["Michael Mann"]}\nnot json\n',
                            "pairs.jsonl:2: not JSON"),
                           (b'{"question": "who directed [Heat]", "answers": "Michael Mann"}\n',
-                           "pairs.jsonl:1: needs 'question' and a non-empty 'answers' list")):
+                           "pairs.jsonl:1: needs 'question' and a non-empty 'answers' list"),
+                          (b'["who directed [Heat]", "Michael Mann"]\n', "pairs.jsonl:1: needs 'question'")):
         pairs.write_bytes(text)
         with pytest.raises(SystemExit, match=message):
             jobs_for(parse_args("router", ["--dataset", "jsonl", "--kb", "k", "--data-dir", str(pairs)]))

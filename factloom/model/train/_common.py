@@ -67,6 +67,15 @@ def question_file(dataset: str, data_dir: Path, name: str, split: str) -> Path:
     return data_dir / f"qa_{name.removesuffix('hop')}hop_{'test' if split == 'test' else 'dev'}.txt"
 
 
+def question_sets(dataset: str, asked: Sequence[str] | None) -> list[str]:
+    """The question sets ``asked`` (all of the dataset's when ``None``), or exit naming an unknown one."""
+    known = PATHQUESTION_SETS if dataset == "pathquestion" else METAQA_SETS
+    unknown = [n for n in asked or () if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown question set(s) {', '.join(unknown)} for {dataset}; known: {', '.join(known)}")
+    return list(asked) if asked else list(known)
+
+
 def require_files(dataset: str, data_dir: Path, names: Sequence[str], splits: Sequence[str],
                   *, kb: bool = False) -> None:
     """Exit with one clear message when ``data_dir`` lacks a file the sets need (``kb``: and their KB)."""
@@ -116,7 +125,9 @@ def load_jsonl(path: Path) -> list[QA]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from exc
-        answers = row.get("answers") if isinstance(row, dict) else None
+        if not isinstance(row, dict):
+            row = {}
+        answers = row.get("answers")
         if not row.get("question") or not isinstance(answers, list) or not answers \
                 or not all(isinstance(a, str) and a.strip() for a in answers):
             raise ValueError(f"{path}:{number}: needs 'question' and a non-empty 'answers' list of names")
@@ -293,10 +304,7 @@ def jobs_for(args: argparse.Namespace) -> list[Job]:
         except ValueError as exc:
             raise SystemExit(str(exc)) from exc
     data_dir = args.data_dir or Path(__file__).resolve().parents[3].parent / "shared" / "data" / args.dataset
-    known = PATHQUESTION_SETS if args.dataset == "pathquestion" else METAQA_SETS
-    if args.set and args.set not in known:
-        raise SystemExit(f"unknown question set {args.set!r} for {args.dataset}; one of {', '.join(known)}")
-    names = [args.set] if args.set else list(known)
+    names = question_sets(args.dataset, [args.set] if args.set else None)
     require_files(args.dataset, data_dir, names, ("train", "dev"))
     jobs: dict[str, Job] = {}
     for name in names:
