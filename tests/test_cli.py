@@ -81,3 +81,21 @@ def test_a_bad_file_submits_nothing(live: object, db: Database, tmp_path: Path) 
     page = httpx.get(f"{Settings().base_url}/v1/review", params={"kb": "clibad", "status": "pending"},
                      headers={"Authorization": f"Bearer {create_key(db=db, name='r', scopes=['review'])[0]}"})
     assert page.json()["total"] == 0
+
+
+def test_models_from_the_command_line(live: object, db: Database) -> None:
+    from factloom.ledger import register_version
+
+    kb = "cli-models"
+    first = register_version(db, kind="scorer", kb=kb, artefact=Path("/nowhere/first"), metrics={})
+    second = register_version(db, kind="scorer", kb=kb, artefact=Path("/nowhere/second"), metrics={})
+    listed = factloom("models", "list", "--kind", "scorer", "--kb", kb)
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split()[:4] for line in listed.stdout.splitlines()] == [
+        ["active", "scorer", kb, second], ["retired", "scorer", kb, first]]
+    rolled = factloom("models", "activate", first)
+    assert rolled.returncode == 0 and f"{first} is now the active scorer of kb '{kb}'" in rolled.stdout
+    after = factloom("models", "list", "--kb", kb).stdout.splitlines()
+    assert {line.split()[3]: line.split()[0] for line in after} == {first: "active", second: "retired"}
+    unknown = factloom("models", "activate", "no-such-version")
+    assert unknown.returncode != 0 and "no model version 'no-such-version'" in unknown.stderr

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -48,8 +51,6 @@ def trained(api: httpx.Client, store: Neo4jStore, db: Database, settings: Settin
     job = Job(KB, ["family"], train=qas * 4, dev=qas)
     versions = train_kb(["router", "reasoner"], store=store, embedder=Embedder(None, device="cpu"), db=db,
                         home=settings.home, job=job, epochs=40, show=False)
-    import time
-
     time.sleep(5.5)  # the API refreshes its registry lookup every 5 s
     return versions
 
@@ -193,3 +194,44 @@ def test_batch_workers_run_batches_at_once() -> None:
     assert batcher.batches == 2
     with pytest.raises(ValueError, match="at least one worker"):
         DynamicBatcher(wait_for_company, workers=0)
+
+
+def test_an_admin_rolls_the_reasoner_back_and_the_api_serves_the_older_version(
+    api: httpx.Client, client_with: Callable[[str], httpx.Client], db: Database, trained: dict[str, str]
+) -> None:
+    from factloom.ledger import AuditEvent, ModelVersion, register_version
+    from tests.test_api_errors import assert_problem
+
+    def served() -> str:
+        return str(ask(api, "where was the spouse of [anna] born")["model_versions"]["reasoner"])
+
+    def wait_served(version: str) -> None:
+        deadline = time.monotonic() + 20  # each API process re-reads the registry every 5 s
+        while any(served() != version for _ in range(4)):
+            assert time.monotonic() < deadline, f"the API still serves {served()}, not {version}"
+            time.sleep(0.5)
+
+    def statuses() -> dict[str, str]:
+        listed = api.get("/v1/models", params={"kind": "reasoner", "kb": KB})
+        assert listed.status_code == 200, listed.text
+        return {m["version"]: m["status"] for m in listed.json()["items"]}
+
+    original = trained["reasoner"]
+    with db.session() as session:
+        artefact = session.get(ModelVersion, original).artefact  # type: ignore[union-attr]
+    newer = register_version(db, kind="reasoner", kb=KB, artefact=Path(artefact), metrics={"note": "a retrain"})
+    wait_served(newer)
+    assert statuses() == {newer: "active", original: "retired"}
+
+    rolled = api.post(f"/v1/models/{original}/activate")
+    assert rolled.status_code == 200, rolled.text
+    assert (rolled.json()["status"], rolled.json()["kb"], rolled.json()["kind"]) == ("active", KB, "reasoner")
+    assert statuses() == {newer: "retired", original: "active"}
+    wait_served(original)
+    with db.session() as session:
+        audit = session.query(AuditEvent).filter_by(action="model.activate", target=original).one()
+        assert audit.details == {"kind": "reasoner", "kb": KB, "retired": [newer]}
+
+    assert_problem(api.post("/v1/models/no-such-version/activate"), 404, "no model version 'no-such-version'")
+    assert_problem(client_with("query").get("/v1/models"), 403, "'admin' scope")
+    assert_problem(api.get("/v1/models", params={"kind": "oracle"}), 422, "kind")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from factloom.ledger.db import Database
-from factloom.ledger.registry import active_versions
+from factloom.ledger.registry import activate_version, active_versions, list_versions, register_version
 from factloom.ledger.tables import (
     ApiKey,
     AuditEvent,
@@ -18,5 +18,6 @@ from factloom.ledger.tables import (
 
 __all__ = [
     "ApiKey", "AuditEvent", "Base", "CheckResult", "Database", "FactSubmission", "IngestBatch",
-    "ModelVersion", "ReviewDecision", "Status", "active_versions",
+    "ModelVersion", "ReviewDecision", "Status", "activate_version", "active_versions", "list_versions",
+    "register_version",
 ]

@@ -24,6 +24,7 @@ from factloom.platform.admin.routes import router as admin_router
 from factloom.platform.errors import PlatformError
 from factloom.platform.ingest.routes import router as ingest_router
 from factloom.platform.metrics import REGISTRY, REQUEST_SECONDS, LedgerCollector, scrape_registry
+from factloom.platform.models.routes import router as models_router
 from factloom.platform.query.routes import router as query_router
 from factloom.platform.query.service import warm_up
 from factloom.platform.resources import Resources
@@ -163,6 +164,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(ingest_router)
     app.include_router(review_router)
     app.include_router(query_router)
+    app.include_router(models_router)
     app.include_router(admin_router)
     return app
 

@@ -166,6 +166,34 @@ def cmd_keys(args: argparse.Namespace, settings: Settings) -> None:
     print(f"(key {principal.key_id}, scopes {','.join(sorted(principal.scopes))}; shown once)", file=sys.stderr)
 
 
+def cmd_models(args: argparse.Namespace, settings: Settings) -> None:
+    import getpass
+
+    from factloom.ledger import Database
+    from factloom.platform.errors import PlatformError
+    from factloom.platform.models import service
+
+    db = Database(settings.sql_url)
+    try:
+        if args.models_command == "activate":
+            row = service.activate(db=db, version=args.version, actor=f"cli:{getpass.getuser()}")
+            print(f"{row.id} is now the active {row.kind} of kb {(row.metrics or {}).get('kb')!r}; "
+                  f"the API and the workers serve it within 10 s")
+            return
+        rows = service.list_models(db=db, kind=args.kind, kb=args.kb, limit=args.limit)
+    except PlatformError as exc:
+        sys.exit(f"error: {exc.detail}")
+    finally:
+        db.dispose()
+    if not rows:
+        print("no model versions registered" + (" that match" if args.kind or args.kb else
+                                                "; train one with 'factloom train NAME'"))
+    for row in rows:
+        metrics = row.metrics or {}
+        print(f"{row.status:<8} {row.kind:<9} {str(metrics.get('kb')):<14} {row.id:<48} "
+              f"{row.created_at:%Y-%m-%d %H:%M}")
+
+
 def cmd_users(args: argparse.Namespace, settings: Settings) -> None:
     from factloom.ledger import Database
     from factloom.platform.admin.users import create_user
@@ -258,6 +286,16 @@ def build_parser() -> argparse.ArgumentParser:
     ucreate.add_argument("--role", choices=["reviewer", "admin"], required=True)
     ucreate.add_argument("--password", required=True)
     ucreate.set_defaults(func=cmd_users)
+    models = sub.add_parser("models", help="registered model versions; activate one (a swap or a rollback)")
+    mcommands = models.add_subparsers(dest="models_command", required=True)
+    mlist = mcommands.add_parser("list", help="the newest versions: status, kind, kb, version, created")
+    mlist.add_argument("--kind", choices=["router", "reasoner", "scorer", "fusion"])
+    mlist.add_argument("--kb")
+    mlist.add_argument("--limit", type=int, default=50)
+    mlist.set_defaults(func=cmd_models)
+    mactivate = mcommands.add_parser("activate", help="serve this version for its kind and kb from now on")
+    mactivate.add_argument("version")
+    mactivate.set_defaults(func=cmd_models)
     ingest = sub.add_parser("ingest", help="submit facts from a JSONL, CSV or TSV file")
     ingest.add_argument("file")
     ingest.add_argument("--kb", default=DEFAULT_KB)

@@ -19,7 +19,7 @@ from tqdm import tqdm
 from factloom.graph.linking import link_entities, strip_mentions
 from factloom.graph.retrieval import guided_subgraphs, k_hop_subgraph, kb_predicates
 from factloom.graph.store import Neo4jStore
-from factloom.ledger import active_versions
+from factloom.ledger import active_versions, register_version
 from factloom.model.embedder import Embedder
 from factloom.model.features import (
     RelationFeatures,
@@ -34,7 +34,7 @@ from factloom.model.reasoner import PathReasoner, ReasonerConfig, decode_answers
 from factloom.model.router import RelationRouter, RouterConfig
 
 __all__ = ["QA", "PATHQUESTION_SETS", "PQ_KB_FILES", "load_questions", "prepare", "fit", "hits_at_1",
-           "register", "parse_args", "train_main", "kb_for", "choose_readout", "active_router"]
+           "parse_args", "train_main", "kb_for", "choose_readout", "active_router"]
 
 PATHQUESTION_SETS = ("PQ-2H", "PQ-3H", "PQL-2H", "PQL-3H")
 PQ_KB_FILES = {"PQ-2H": "2H-kb.txt", "PQ-3H": "3H-kb.txt", "PQL-2H": "PQL2-KB.txt", "PQL-3H": "PQL3-KB.txt"}
@@ -255,23 +255,6 @@ def choose_readout(reasoner: PathReasoner, samples: Sequence[Sample], features: 
     return scores
 
 
-def register(db: Any, *, kind: str, kb: str, artefact: Path, metrics: dict[str, Any]) -> str:
-    """Register ``artefact`` as the active ``kind`` for ``kb``; the previous active one retires."""
-    from sqlalchemy import select
-
-    from factloom.ledger.tables import ModelVersion
-
-    version = f"{kind}-{kb}-{time.strftime('%Y%m%d%H%M%S')}-{random.randrange(16**4):04x}"
-    with db.session() as session:
-        for row in session.scalars(select(ModelVersion).where(ModelVersion.kind == kind,
-                                                              ModelVersion.status == "active")):
-            if (row.metrics or {}).get("kb") == kb:
-                row.status = "retired"
-        session.add(ModelVersion(id=version, kind=kind, artefact=str(artefact), metrics={"kb": kb, **metrics},
-                                 gates={}, status="active", traffic_share=1.0))
-    return version
-
-
 def parse_args(kind: str, argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=f"factloom train {kind}",
                                 description=f"train the {kind} on question–answer pairs over a kb in the store")
@@ -360,7 +343,7 @@ def train_kb(kinds: Sequence[str], *, store: Neo4jStore, embedder: Embedder, db:
             metrics["dev_hits_at_1"] = round(hits_at_1(model, dev, features), 4)
         artefact = home / "models" / f"{kind}-{job.kb}-{int(time.time())}.pt"
         save_model(model, artefact, kb=job.kb, metrics=metrics)
-        versions[kind] = register(db, kind=kind, kb=job.kb, artefact=artefact, metrics=metrics)
+        versions[kind] = register_version(db, kind=kind, kb=job.kb, artefact=artefact, metrics=metrics)
         print(f"{kind} for kb {job.kb}: {versions[kind]} {json.dumps(metrics)}")
     return versions
 

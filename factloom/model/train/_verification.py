@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from factloom.model.train._common import register
+from factloom.ledger import register_version
 
 __all__ = ["MIN_PER_CLASS", "train_scorer", "train_fusion", "fusion_examples", "scorer_main", "fusion_main"]
 
@@ -84,7 +84,7 @@ def train_scorer(
     models_dir.mkdir(parents=True, exist_ok=True)
     artefact = models_dir / f"scorer-{kb}-{time.strftime('%Y%m%d%H%M%S')}.pt"
     scorer.save(artefact)
-    version = register(db, kind="scorer", kb=kb, artefact=artefact, metrics=metrics)
+    version = register_version(db, kind="scorer", kb=kb, artefact=artefact, metrics=metrics)
     return version, metrics
 
 
@@ -172,7 +172,7 @@ def train_fusion(
     }
     artefact = models_dir / f"fusion-{kb}-{time.strftime('%Y%m%d%H%M%S')}"
     fusion.save(artefact)
-    version = register(db, kind="fusion", kb=kb, artefact=artefact, metrics=metrics)
+    version = register_version(db, kind="fusion", kb=kb, artefact=artefact, metrics=metrics)
     return version, metrics
 
 

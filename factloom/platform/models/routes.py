@@ -1,0 +1,30 @@
+"""``/v1/models``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+
+from factloom.platform.deps import AdminKey, DbDep
+from factloom.platform.models import service
+from factloom.platform.models.schemas import ModelPage, ModelVersionOut
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1", tags=["models"])
+
+
+@router.get("/models", response_model=ModelPage)
+def list_models(
+    _: AdminKey, db: DbDep, kind: Literal["router", "reasoner", "scorer", "fusion"] | None = None,
+    kb: str | None = None, limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> ModelPage:
+    """The registered versions, newest first; one per kind and kb is ``active``."""
+    return ModelPage(items=[ModelVersionOut.of(r) for r in service.list_models(db=db, kind=kind, kb=kb, limit=limit)])
+
+
+@router.post("/models/{version}/activate", response_model=ModelVersionOut)
+def activate(version: str, principal: AdminKey, db: DbDep) -> ModelVersionOut:
+    """Serve ``version`` for its kind and kb; the one active before retires (a swap or a rollback)."""
+    return ModelVersionOut.of(service.activate(db=db, version=version, actor=f"key:{principal.name}"))

@@ -1,0 +1,32 @@
+"""Bodies of the model-registry routes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from factloom.ledger import ModelVersion
+
+__all__ = ["ModelVersionOut", "ModelPage"]
+
+
+class ModelVersionOut(BaseModel):
+    version: str
+    kind: str
+    kb: str | None
+    status: str
+    created_at: datetime
+    artefact: str
+    metrics: dict[str, Any]
+
+    @classmethod
+    def of(cls, row: ModelVersion) -> ModelVersionOut:
+        metrics = dict(row.metrics or {})
+        return cls(version=row.id, kind=row.kind, kb=metrics.pop("kb", None), status=row.status,
+                   created_at=row.created_at, artefact=row.artefact, metrics=metrics)
+
+
+class ModelPage(BaseModel):
+    items: list[ModelVersionOut]
