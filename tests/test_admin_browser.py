@@ -17,7 +17,7 @@ import pytest
 
 from factloom.config import Settings
 from factloom.graph import Neo4jStore
-from factloom.ledger import Database, FactSubmission, Status
+from factloom.ledger import Database, FactSubmission, Status, register_version
 from factloom.platform.admin.users import create_user
 from tests.test_platform import ask, facts, submission_ids, wait_batch, wait_status
 
@@ -194,10 +194,10 @@ def test_correct_then_accept(
 
 
 def test_reviewer_cannot_reach_admin_pages_but_admin_can(
-    browser: Any, settings: Settings, people: dict[str, str], claims: dict[str, str],
+    browser: Any, settings: Settings, people: dict[str, str], claims: dict[str, str], db: Database,
 ) -> None:
     page = sign_in(browser, settings, "ui-reviewer", people["ui-reviewer"])
-    for path in ("/admin/users", "/admin/batches"):
+    for path in ("/admin/users", "/admin/batches", "/admin/models"):
         response = page.goto(path)
         assert response is not None and response.status == 403, path
         assert "Not allowed" in page.inner_text("main")
@@ -211,6 +211,15 @@ def test_reviewer_cannot_reach_admin_pages_but_admin_can(
     admin.screenshot(path=str(OUT / "admin-batches.png"), full_page=True)
     admin.goto("/admin/users")
     assert "ui-reviewer" in admin.locator("#users").inner_text()
+    # two scorer versions of a kb nothing else reads; roll back to the first from the page
+    first = register_version(db, kind="scorer", kb="ui-models", artefact=Path("/m/1"),
+                             metrics={"valid_accuracy": 0.812, "facts": 1200, "epochs": 30})
+    register_version(db, kind="scorer", kb="ui-models", artefact=Path("/m/2"),
+                     metrics={"valid_accuracy": 0.834, "facts": 1450, "epochs": 30})
+    admin.goto("/admin/models?kb=ui-models")
+    admin.click("#models button:has-text('Activate')")
+    assert f"{first} is now the active scorer" in admin.inner_text(".flash")
+    admin.screenshot(path=str(OUT / "admin-models.png"), full_page=True)
     admin.close()
 
 

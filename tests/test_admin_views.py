@@ -242,7 +242,7 @@ def test_sign_in_needs_the_form_token_and_the_password(client: TestClient) -> No
 
 def test_reviewer_is_refused_admin_pages_and_actions(client: TestClient) -> None:
     csrf = _sign_in(client, "rita", "reviewer-pass")
-    for path in ("/admin/users", "/admin/batches"):
+    for path in ("/admin/users", "/admin/batches", "/admin/models"):
         page = client.get(path)
         assert page.status_code == 403 and "Not allowed" in page.text, path
     create = client.post("/admin/users", data={"name": "eve", "role": "admin", "password": "eve-password",
@@ -269,6 +269,24 @@ def test_admin_pages_and_csrf_on_every_post(client: TestClient) -> None:
     token = re.search(r'name="csrf" value="([^"]+)"', client.get("/admin/login").text).group(1)  # type: ignore
     assert client.post("/admin/login", data={"name": "bob", "password": "bob-password", "csrf": token}
                        ).status_code == 401  # disabled accounts cannot sign in
+
+
+def test_admin_sees_model_versions_and_activates_an_older_one(client: TestClient) -> None:
+    from factloom.ledger import list_versions, register_version
+
+    db = client.app.state.resources.db  # type: ignore[attr-defined]
+    older = register_version(db, kind="scorer", kb="views", artefact=Path("/m/1"), metrics={"valid_accuracy": 0.81})
+    newer = register_version(db, kind="scorer", kb="views", artefact=Path("/m/2"), metrics={"valid_accuracy": 0.83})
+    csrf = _sign_in(client, "ada", "admin-pass-1")
+    page = client.get("/admin/models", params={"kb": "views"})
+    assert page.status_code == 200 and older in page.text and newer in page.text
+    assert "valid accuracy 0.83" in page.text and page.text.count(">Activate</button>") == 1
+    forged = client.post(f"/admin/models/{older}/activate", data={"csrf": "made-up"})
+    assert forged.status_code == 403
+    done = client.post(f"/admin/models/{older}/activate", data={"csrf": csrf}, follow_redirects=True)
+    assert done.status_code == 200 and f"{older} is now the active scorer of views" in done.text
+    assert {v.id: v.status for v in list_versions(db, kb="views")} == {older: "active", newer: "retired"}
+    assert client.post("/admin/models/nothing/activate", data={"csrf": csrf}).status_code == 404
 
 
 def test_sign_out_ends_the_session(client: TestClient) -> None:

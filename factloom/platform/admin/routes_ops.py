@@ -1,8 +1,10 @@
-"""Admin-only pages: ingest batches with throughput, and the accounts that may sign in."""
+"""Admin-only pages: ingest batches with throughput, the registered model versions (activate one to
+swap or roll back), and the accounts that may sign in."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, Request, Response
 
@@ -13,6 +15,7 @@ from factloom.platform.admin.users import ROLES, create_user, list_users, set_di
 from factloom.platform.admin.visuals import COLOURS, sparkline, status_bar
 from factloom.platform.deps import ResourcesDep
 from factloom.platform.errors import BadRequest
+from factloom.platform.models import service as models
 
 __all__ = ["router"]
 
@@ -28,6 +31,32 @@ def batches_page(request: Request, _: AdminOnly, resources: ResourcesDep, kb: st
                   order=STATUS_ORDER, colours=COLOURS, spark=sparkline(stats.per_minute),
                   bar=lambda counts: status_bar(counts, STATUS_ORDER),
                   older=rows[-1].id if len(rows) == PAGE else None)
+
+
+# the numbers that tell two versions of a kind apart, in this order where a version has them
+SUMMARY = ("dev_hits_at_1", "valid_accuracy", "accuracy", "examples", "facts", "train_questions", "epochs",
+           "final_loss", "train_seconds")
+
+
+def summary(metrics: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    found = metrics or {}
+    return [(k.replace("_", " "), found[k]) for k in SUMMARY if isinstance(found.get(k), int | float)][:3]
+
+
+@router.get("/models")
+def models_page(request: Request, _: AdminOnly, resources: ResourcesDep, kb: str = "") -> Response:
+    every = models.list_models(db=resources.db, limit=500)
+    kbs = sorted({str((m.metrics or {})["kb"]) for m in every if (m.metrics or {}).get("kb")})
+    rows = [m for m in every if not kb or (m.metrics or {}).get("kb") == kb]
+    return render(request, "models.html", rows=rows, kb=kb, kbs=kbs, summary=summary)
+
+
+@router.post("/models/{version}/activate")
+def models_activate(version: str, request: Request, me: AdminOnly, resources: ResourcesDep) -> Response:
+    row = models.activate(db=resources.db, version=version, actor=me.actor)
+    kb = (row.metrics or {}).get("kb")
+    return flash(request, redirect(f"{PREFIX}/models?{urlencode({'kb': kb or ''})}"),
+                 f"{version} is now the active {row.kind} of {kb}: served within seconds")
 
 
 @router.get("/users")
