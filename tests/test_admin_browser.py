@@ -194,7 +194,7 @@ def test_correct_then_accept(
 
 
 def test_reviewer_cannot_reach_admin_pages_but_admin_can(
-    browser: Any, settings: Settings, people: dict[str, str], claims: dict[str, str], db: Database,
+    browser: Any, settings: Settings, people: dict[str, str], claims: dict[str, str], db: Database, tmp_path: Path,
 ) -> None:
     page = sign_in(browser, settings, "ui-reviewer", people["ui-reviewer"])
     for path in ("/admin/users", "/admin/batches", "/admin/models"):
@@ -212,9 +212,11 @@ def test_reviewer_cannot_reach_admin_pages_but_admin_can(
     admin.goto("/admin/users")
     assert "ui-reviewer" in admin.locator("#users").inner_text()
     # two scorer versions of a kb nothing else reads; roll back to the first from the page
-    first = register_version(db, kind="scorer", kb="ui-models", artefact=Path("/m/1"),
+    for name in ("1", "2"):
+        (tmp_path / name).write_bytes(b"a scorer")
+    first = register_version(db, kind="scorer", kb="ui-models", artefact=tmp_path / "1",
                              metrics={"valid_accuracy": 0.812, "facts": 1200, "epochs": 30})
-    register_version(db, kind="scorer", kb="ui-models", artefact=Path("/m/2"),
+    register_version(db, kind="scorer", kb="ui-models", artefact=tmp_path / "2",
                      metrics={"valid_accuracy": 0.834, "facts": 1450, "epochs": 30})
     admin.goto("/admin/models?kb=ui-models")
     admin.click("#models button:has-text('Activate')")

@@ -271,12 +271,13 @@ def test_admin_pages_and_csrf_on_every_post(client: TestClient) -> None:
                        ).status_code == 401  # disabled accounts cannot sign in
 
 
-def test_admin_sees_model_versions_and_activates_an_older_one(client: TestClient) -> None:
+def test_admin_sees_model_versions_and_activates_an_older_one(client: TestClient, tmp_path: Path) -> None:
     from factloom.ledger import list_versions, register_version
 
     db = client.app.state.resources.db  # type: ignore[attr-defined]
-    older = register_version(db, kind="scorer", kb="views", artefact=Path("/m/1"), metrics={"valid_accuracy": 0.81})
-    newer = register_version(db, kind="scorer", kb="views", artefact=Path("/m/2"), metrics={"valid_accuracy": 0.83})
+    (tmp_path / "1").write_bytes(b"a scorer")
+    older = register_version(db, kind="scorer", kb="views", artefact=tmp_path / "1", metrics={"valid_accuracy": 0.81})
+    newer = register_version(db, kind="scorer", kb="views", artefact=tmp_path / "2", metrics={"valid_accuracy": 0.83})
     csrf = _sign_in(client, "ada", "admin-pass-1")
     page = client.get("/admin/models", params={"kb": "views"})
     assert page.status_code == 200 and older in page.text and newer in page.text
@@ -287,6 +288,8 @@ def test_admin_sees_model_versions_and_activates_an_older_one(client: TestClient
     assert done.status_code == 200 and f"{older} is now the active scorer of views" in done.text
     assert {v.id: v.status for v in list_versions(db, kb="views")} == {older: "active", newer: "retired"}
     assert client.post("/admin/models/nothing/activate", data={"csrf": csrf}).status_code == 404
+    gone = client.post(f"/admin/models/{newer}/activate", data={"csrf": csrf})  # its file was never written
+    assert gone.status_code == 409 and "is gone" in gone.text
 
 
 def test_sign_out_ends_the_session(client: TestClient) -> None:

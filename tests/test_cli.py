@@ -83,12 +83,14 @@ def test_a_bad_file_submits_nothing(live: object, db: Database, tmp_path: Path) 
     assert page.json()["total"] == 0
 
 
-def test_models_from_the_command_line(live: object, db: Database) -> None:
+def test_models_from_the_command_line(live: object, db: Database, tmp_path: Path) -> None:
     from factloom.ledger import register_version
 
     kb = "cli-models"
-    first = register_version(db, kind="scorer", kb=kb, artefact=Path("/nowhere/first"), metrics={})
-    second = register_version(db, kind="scorer", kb=kb, artefact=Path("/nowhere/second"), metrics={})
+    for name in ("first", "second"):
+        (tmp_path / name).write_bytes(b"a scorer")
+    first = register_version(db, kind="scorer", kb=kb, artefact=tmp_path / "first", metrics={})
+    second = register_version(db, kind="scorer", kb=kb, artefact=tmp_path / "second", metrics={})
     listed = factloom("models", "list", "--kind", "scorer", "--kb", kb)
     assert listed.returncode == 0, listed.stderr
     assert [line.split()[:4] for line in listed.stdout.splitlines()] == [
@@ -99,3 +101,6 @@ def test_models_from_the_command_line(live: object, db: Database) -> None:
     assert {line.split()[3]: line.split()[0] for line in after} == {first: "active", second: "retired"}
     unknown = factloom("models", "activate", "no-such-version")
     assert unknown.returncode != 0 and "no model version 'no-such-version'" in unknown.stderr
+    (tmp_path / "second").unlink()
+    gone = factloom("models", "activate", second)
+    assert gone.returncode != 0 and f"its artefact {tmp_path / 'second'} is gone" in gone.stderr

@@ -197,9 +197,11 @@ def test_batch_workers_run_batches_at_once() -> None:
 
 
 def test_an_admin_rolls_the_reasoner_back_and_the_api_serves_the_older_version(
-    api: httpx.Client, client_with: Callable[[str], httpx.Client], db: Database, trained: dict[str, str]
+    api: httpx.Client, client_with: Callable[[str], httpx.Client], db: Database, trained: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     from factloom.ledger import AuditEvent, ModelVersion, register_version
+    from factloom.model.pathrank import PathRankReasoner
     from tests.test_api_errors import assert_problem
 
     def served() -> str:
@@ -231,6 +233,16 @@ def test_an_admin_rolls_the_reasoner_back_and_the_api_serves_the_older_version(
     with db.session() as session:
         audit = session.query(AuditEvent).filter_by(action="model.activate", target=original).one()
         assert audit.details == {"kind": "reasoner", "kb": KB, "retired": [newer]}
+
+    # a corrupt artefact: the kb falls back to the baseline and says so; asked for learned, 503
+    (tmp_path / "broken.pt").write_bytes(b"not a model")
+    broken = register_version(db, kind="reasoner", kb=KB, artefact=tmp_path / "broken.pt", metrics={})
+    wait_served(PathRankReasoner.version)
+    assert "learned models did not load" in ask(api, "where was the spouse of [anna] born")["note"]
+    refused = api.post("/v1/query", json={"question": "who is [anna]", "kb": KB, "reasoner": "learned"})
+    assert_problem(refused, 503, f"the active learned models of kb '{KB}' did not load (reasoner {broken}")
+    assert api.post(f"/v1/models/{original}/activate").status_code == 200
+    wait_served(original)
 
     assert_problem(api.post("/v1/models/no-such-version/activate"), 404, "no model version 'no-such-version'")
     assert_problem(client_with("query").get("/v1/models"), 403, "'admin' scope")

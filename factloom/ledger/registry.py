@@ -63,7 +63,8 @@ def list_versions(db: Database, *, kind: str | None = None, kb: str | None = Non
 def activate_version(db: Database, version: str, *, actor: str) -> ModelVersion:
     """Make ``version`` the active one of its kind and kb (the one active before retires), audited.
 
-    Raises :class:`LookupError` for an unknown version, :class:`ValueError` for one without a kb.
+    Raises :class:`LookupError` for an unknown version, :class:`ValueError` for one without a kb or
+    whose artefact is gone.
     """
     with db.session() as session:
         row = session.get(ModelVersion, version)
@@ -72,6 +73,8 @@ def activate_version(db: Database, version: str, *, actor: str) -> ModelVersion:
         kb = (row.metrics or {}).get("kb")
         if kb is None:
             raise ValueError(f"model version {version!r} names no kb, so it cannot serve one")
+        if not Path(row.artefact).exists():
+            raise ValueError(f"model version {version!r} cannot serve: its artefact {row.artefact} is gone")
         retired = [r for r in _retire(session, row.kind, str(kb)) if r != version]
         row.status, row.traffic_share = "active", 1.0
         session.add(AuditEvent(actor=actor, action="model.activate", target=version,

@@ -81,6 +81,8 @@ class QueryEngine:
         self._lock = threading.Lock()
         self._looked_up: dict[str, tuple[float, Loaded | None]] = {}
         self._loaded: dict[tuple[str | None, str], Loaded] = {}
+        self._failed: dict[tuple[str | None, str], str] = {}  # versions whose artefacts did not load
+        self._errors: dict[str, str | None] = {}  # kb → why its active versions are not loaded
         self._predicates: dict[tuple[int, str], tuple[float, list[str]]] = {}
         # the question encoder is the process's, shared by every kb: its precision is checked once
         self.encoder_policy = PrecisionPolicy(device=self.device, mode=settings.query_precision)
@@ -91,22 +93,33 @@ class QueryEngine:
         )
 
     def learned(self, kb: str) -> Loaded | None:
-        """The active learned models for ``kb``, or ``None`` when no reasoner was trained for it."""
+        """The active learned models for ``kb``, or ``None`` when no reasoner was trained for it or its
+        artefacts did not load (:meth:`load_error` says why)."""
         now = time.monotonic()
         with self._lock:
             hit = self._looked_up.get(kb)
             if hit and now - hit[0] < _REGISTRY_TTL_S:
                 return hit[1]
             versions = self._active(kb)
-            loaded = None
+            loaded, self._errors[kb] = None, None
             if versions["reasoner"] is not None:
                 key = (versions["router"][0] if versions["router"] else None, versions["reasoner"][0])
                 loaded = self._loaded.get(key)
-                if loaded is None:
-                    loaded = self._load(versions)
-                    self._loaded[key] = loaded
+                if loaded is None and key not in self._failed:
+                    try:
+                        loaded = self._loaded[key] = self._load(versions)
+                    except Exception as exc:  # a missing or corrupt artefact: the kb falls back, once logged
+                        log.exception("the active models of kb %s (reasoner %s, router %s) did not load",
+                                      kb, key[1], key[0])
+                        self._failed[key] = f"reasoner {key[1]}, router {key[0]}: {exc}"
+                self._errors[kb] = self._failed.get(key) if loaded is None else None
             self._looked_up[kb] = (now, loaded)
             return loaded
+
+    def load_error(self, kb: str) -> str | None:
+        """Why the kb's active learned models are not loaded, when they failed to (as of the last
+        :meth:`learned`); ``None`` when they loaded or none are registered."""
+        return self._errors.get(kb)
 
     def _active(self, kb: str) -> dict[str, tuple[str, str] | None]:
         active = active_versions(self.db, ("router", "reasoner"))

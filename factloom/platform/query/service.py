@@ -59,7 +59,11 @@ def answer(
     hops = min(max_hops or hops_limit, hops_limit)
     choice = reasoner or default_reasoner
     loaded = engine.learned(kb) if engine is not None and choice in ("learned", "auto") else None
+    failed = engine.load_error(kb) if engine is not None and loaded is None and choice != "baseline" else None
     if choice == "learned" and loaded is None:
+        if failed:
+            raise Unavailable(f"the active learned models of kb {kb!r} did not load ({failed}); activate "
+                              f"another version ('factloom models activate') or ask with reasoner=baseline")
         raise Conflict(f"no learned reasoner is registered for kb {kb!r}; train one with "
                        f"'factloom train reasoner' or ask with reasoner=baseline")
     baseline = PathRankReasoner(embedder.encode) if loaded is None else None
@@ -126,7 +130,8 @@ def answer(
         truncated=graph.truncated,
         subgraph=subgraph,
         sentence=verbaliser.sentence(question, answers[0]) if verbaliser is not None and answers else None,
-        note=None if answers else f"no current facts lead from the linked entities within {hops} hops",
+        note=("the kb's learned models did not load, so the training-free baseline answered" if failed else
+              None if answers else f"no current facts lead from the linked entities within {hops} hops"),
     )
 
 
