@@ -104,3 +104,24 @@ def test_models_from_the_command_line(live: object, db: Database, tmp_path: Path
     (tmp_path / "second").unlink()
     gone = factloom("models", "activate", second)
     assert gone.returncode != 0 and f"its artefact {tmp_path / 'second'} is gone" in gone.stderr
+
+
+def test_review_from_the_command_line(live: object, tmp_path: Path) -> None:
+    kb = "cli-review"
+    key = factloom("keys", "create", "--scopes", "ingest,review", "--name", "cli-reviewer").stdout.strip()
+    for name, year in (("known", "1995"), ("claim", "1999")):  # release_year is functional: a contradiction
+        rows = f"subject\tpredicate\tobject\tsource\nHeat\trelease_year\t{year}\t{name}\n"
+        (tmp_path / f"{name}.tsv").write_text(rows)
+        done = factloom("ingest", str(tmp_path / f"{name}.tsv"), "--kb", kb, key=key)
+        assert done.returncode == 0, done.stderr
+    listed = factloom("review", "list", "--kb", kb, key=key)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0] == "1 waiting for review, the oldest 1:", listed.stdout
+    assert "[cli-review] Heat —release_year→ 1999" in lines[1] and "1995" in lines[2]
+    submission = lines[1].split()[0]
+    decided = factloom("review", "decide", submission, "reject", "--reason", "the poster says 1995", key=key)
+    assert decided.returncode == 0 and decided.stdout.strip() == f"{submission}: reject, now rejected"
+    assert factloom("review", "list", "--kb", kb, key=key).stdout.strip() == "0 waiting for review"
+    again = factloom("review", "decide", "no-such-submission", "accept", key=key)
+    assert again.returncode != 0 and "no submission no-such-submission" in again.stderr

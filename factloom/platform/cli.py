@@ -224,6 +224,30 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> None:
                       "batches": len(result.batches), "counts": result.counts}))
 
 
+def cmd_review(args: argparse.Namespace, settings: Settings) -> None:
+    from factloom.client import ApiError
+
+    try:
+        with _client(settings) as client:
+            if args.review_command == "decide":
+                done = client.decide(args.id, args.decision, args.reason)
+                print(f"{done['id']}: {done['decision']}, now {done['status']}")
+                return
+            filters = {"kb": args.kb, "predicate": args.predicate, "source": args.source}
+            page = client.review(limit=args.limit, **{k: v for k, v in filters.items() if v})
+    except ApiError as exc:
+        sys.exit(f"error: {exc}")
+    if args.json:
+        print(json.dumps(page, indent=2))
+        return
+    print(f"{page['total']} waiting for review" + (f", the oldest {len(page['items'])}:" if page["items"] else ""))
+    for item in page["items"]:
+        chance = f"p {item['probability']:.2f}" if item["probability"] is not None else "p —"
+        print(f"{item['id']}  [{item['kb']}] {item['subject']} —{item['predicate']}→ {item['object']}  {chance}")
+        if item["verdict_reason"]:
+            print(f"    {item['verdict_reason']}")
+
+
 def cmd_query(args: argparse.Namespace, settings: Settings) -> None:
     from factloom.client import ApiError
 
@@ -303,6 +327,20 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--batch-size", type=int, default=1000)
     ingest.add_argument("--no-wait", action="store_true", help="return once submitted, before the checks")
     ingest.set_defaults(func=cmd_ingest)
+    review = sub.add_parser("review", help="the facts the checks could not decide; decide one")
+    rcommands = review.add_subparsers(dest="review_command", required=True)
+    rlist = rcommands.add_parser("list", help="submissions waiting for review, with the checks' reason")
+    rlist.add_argument("--kb")
+    rlist.add_argument("--predicate")
+    rlist.add_argument("--source")
+    rlist.add_argument("--limit", type=int, default=20)
+    rlist.add_argument("--json", action="store_true", help="the API's page as JSON")
+    rlist.set_defaults(func=cmd_review)
+    rdecide = rcommands.add_parser("decide", help="accept, keep both values, or reject one submission")
+    rdecide.add_argument("id", help="the submission id (from 'review list')")
+    rdecide.add_argument("decision", choices=["accept", "keep_both", "reject"])
+    rdecide.add_argument("--reason", default="", help="why, for the audit trail")
+    rdecide.set_defaults(func=cmd_review)
     query = sub.add_parser("query", help="ask a question")
     query.add_argument("question")
     query.add_argument("--kb", default=DEFAULT_KB)
