@@ -123,5 +123,8 @@ def test_review_from_the_command_line(live: object, tmp_path: Path) -> None:
     decided = factloom("review", "decide", submission, "reject", "--reason", "the poster says 1995", key=key)
     assert decided.returncode == 0 and decided.stdout.strip() == f"{submission}: reject, now rejected"
     assert factloom("review", "list", "--kb", kb, key=key).stdout.strip() == "0 waiting for review"
+    rows = [line.split() for line in factloom("status").stdout.splitlines()]
+    assert ["kb", "committed", "in", "flight", "review", "rejected", "active", "models"] in rows
+    assert [kb, "1", "0", "0", "1", "none", "(the", "baseline", "reasoner,", "the", "rule", "fusion)"] in rows
     again = factloom("review", "decide", "no-such-submission", "accept", key=key)
     assert again.returncode != 0 and "no submission no-such-submission" in again.stderr

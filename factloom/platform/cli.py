@@ -141,6 +141,35 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> None:
         print(f"  {name:<9} {'up' if up else 'down'}")
     if not all(states.values()):
         sys.exit(1)
+    _print_kbs(settings)
+
+
+def _print_kbs(settings: Settings) -> None:
+    """Each kb's submissions by where they stand, and the models that answer its questions."""
+    from sqlalchemy import func, select
+
+    from factloom.ledger import Database, FactSubmission, Status, active_versions
+
+    db = Database(settings.sql_url)
+    try:
+        with db.session() as session:
+            rows = session.execute(select(FactSubmission.kb, FactSubmission.status, func.count())
+                                   .group_by(FactSubmission.kb, FactSubmission.status)).all()
+        active = active_versions(db, ("router", "reasoner", "scorer", "fusion"))
+    finally:
+        db.dispose()
+    counts: dict[str, dict[Status, int]] = {}
+    for kb, state, n in rows:
+        counts.setdefault(kb, {})[state] = n
+    if not counts:
+        return
+    in_flight = (Status.pending, Status.checking, Status.accepted, Status.reviewed)
+    print(f"\n  {'kb':<16}{'committed':>10}{'in flight':>10}{'review':>8}{'rejected':>10}  active models")
+    for kb, by in sorted(counts.items()):
+        models = ", ".join(f"{kind} {active[(kind, kb)][0]}" for kind in ("router", "reasoner", "scorer", "fusion")
+                           if (kind, kb) in active) or "none (the baseline reasoner, the rule fusion)"
+        print(f"  {kb:<16}{by.get(Status.committed, 0):>10}{sum(by.get(s, 0) for s in in_flight):>10}"
+              f"{by.get(Status.needs_review, 0):>8}{by.get(Status.rejected, 0):>10}  {models}")
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
