@@ -196,6 +196,27 @@ def test_batch_workers_run_batches_at_once() -> None:
         DynamicBatcher(wait_for_company, workers=0)
 
 
+def test_eval_scores_the_active_or_a_named_reasoner_without_registering(
+    store: Neo4jStore, db: Database, trained: dict[str, str]
+) -> None:
+    from factloom.ledger import list_versions
+    from factloom.model.train._evaluate import evaluate
+
+    qas = [QA(q.format(s), [a], "family") for q, by in QUESTIONS for s, a in by.items()]
+    before = len(list_versions(db, kb=KB))
+    embedder = Embedder(None, device="cpu")
+    scored = evaluate(store=store, embedder=embedder, db=db, kb=KB, questions=qas + [QA("who is [nobody]", ["x"], "x")],
+                      show=False)
+    assert scored == {"kb": KB, "reasoner": trained["reasoner"], "router": trained["router"], "questions": 7,
+                      "linked": 6, "hits_at_1": round(6 / 7, 4)}  # an unlinked question is a miss
+    named = evaluate(store=store, embedder=embedder, db=db, kb=KB, questions=qas, version=trained["reasoner"],
+                     show=False)
+    assert named["hits_at_1"] == 1.0
+    with pytest.raises(SystemExit, match="no reasoner version 'router-x'"):
+        evaluate(store=store, embedder=embedder, db=db, kb=KB, questions=qas, version="router-x", show=False)
+    assert len(list_versions(db, kb=KB)) == before
+
+
 def test_an_admin_rolls_the_reasoner_back_and_the_api_serves_the_older_version(
     api: httpx.Client, client_with: Callable[[str], httpx.Client], db: Database, trained: dict[str, str],
     tmp_path: Path,

@@ -307,6 +307,14 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> None:
     runpy.run_path(str(script), run_name="__main__")
 
 
+def cmd_eval(args: argparse.Namespace, settings: Settings) -> None:
+    if args.name != "reasoner":
+        sys.exit(f"nothing to evaluate called {args.name!r}; known: reasoner")
+    from factloom.model.train._evaluate import main as evaluate
+
+    sys.exit(evaluate(args.rest))
+
+
 def cmd_train(args: argparse.Namespace, settings: Settings) -> None:
     from factloom.model import train
 
@@ -384,6 +392,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("name")
     train.add_argument("rest", nargs=argparse.REMAINDER)
     train.set_defaults(func=cmd_train)
+    evaluate = sub.add_parser("eval", help="hits@1 of a registered reasoner (active, or --version) on questions")
+    evaluate.add_argument("name", help="reasoner")
+    evaluate.add_argument("rest", nargs=argparse.REMAINDER)
+    evaluate.set_defaults(func=cmd_eval)
     return parser
 
 
