@@ -146,21 +146,15 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> None:
 
 def _print_kbs(settings: Settings) -> None:
     """Each kb's submissions by where they stand, and the models that answer its questions."""
-    from sqlalchemy import func, select
-
-    from factloom.ledger import Database, FactSubmission, Status, active_versions
+    from factloom.ledger import Database, Status, active_versions
+    from factloom.platform.admin.batches import kb_counts
 
     db = Database(settings.sql_url)
     try:
-        with db.session() as session:
-            rows = session.execute(select(FactSubmission.kb, FactSubmission.status, func.count())
-                                   .group_by(FactSubmission.kb, FactSubmission.status)).all()
+        counts = kb_counts(db=db)
         active = active_versions(db, ("router", "reasoner", "scorer", "fusion"))
     finally:
         db.dispose()
-    counts: dict[str, dict[Status, int]] = {}
-    for kb, state, n in rows:
-        counts.setdefault(kb, {})[state] = n
     if not counts:
         return
     in_flight = (Status.pending, Status.checking, Status.accepted, Status.reviewed)

@@ -51,11 +51,11 @@ def evaluate(*, store: Neo4jStore, embedder: Embedder, db: Database, kb: str, qu
     router = active_router(db, kb)
     features = RelationFeatures(embedder.encode)
     samples = prepare(store, embedder, kb, questions, show=show, desc=f"{kb} eval", router=router, features=features)
-    linked = hits_at_1(reasoner, samples, features) if samples else 0.0
+    among_linked = hits_at_1(reasoner, samples, features) if samples else 0.0
     routers = active_versions(db, ("router",))
     return {"kb": kb, "reasoner": version, "router": routers.get(("router", kb), (None,))[0],
             "questions": len(questions), "linked": len(samples),
-            "hits_at_1": round(linked * len(samples) / len(questions), 4) if questions else None}
+            "hits_at_1": round(among_linked * len(samples) / len(questions), 4) if questions else None}
 
 
 def main(argv: list[str]) -> int:

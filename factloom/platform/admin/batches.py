@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 
 from factloom.ledger import Database, FactSubmission, IngestBatch, Status
 
-__all__ = ["BatchRow", "Throughput", "list_batches", "throughput", "knowledge_bases", "STATUS_ORDER"]
+__all__ = ["BatchRow", "Throughput", "list_batches", "throughput", "kb_counts", "knowledge_bases", "STATUS_ORDER"]
 
 STATUS_ORDER = [s.value for s in (Status.pending, Status.checking, Status.needs_review, Status.accepted,
                                   Status.reviewed, Status.committed, Status.rejected)]
@@ -100,6 +100,17 @@ def throughput(*, db: Database, now: datetime | None = None, minutes: int = 60) 
             select(FactSubmission.status, func.count()).group_by(FactSubmission.status))}
     return Throughput(per_minute=per_minute, committed_last_hour=sum(per_minute),
                       status_totals={s: totals.get(s, 0) for s in STATUS_ORDER})
+
+
+def kb_counts(*, db: Database) -> dict[str, dict[Status, int]]:
+    """kb → status → submissions, for every kb that has any."""
+    with db.session() as session:
+        rows = session.execute(select(FactSubmission.kb, FactSubmission.status, func.count())
+                               .group_by(FactSubmission.kb, FactSubmission.status)).all()
+    counts: dict[str, dict[Status, int]] = {}
+    for kb, status, n in rows:
+        counts.setdefault(kb, {})[status] = n
+    return counts
 
 
 def knowledge_bases(*, db: Database) -> list[str]:
