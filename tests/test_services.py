@@ -33,6 +33,8 @@ def test_environment_matches_the_test_settings(settings: Settings) -> None:
     env = child_env(settings)
     assert env["FACTLOOM_REDIS_URL"] == settings.redis_url
     assert env["FACTLOOM_NEO4J_PASSWORD"] == NEO4J_PASSWORD
+    # the services' temp files (PyG's generated modules among them) stay under the home
+    assert env["TMPDIR"] == str(settings.home / "run" / "tmp") and Path(env["TMPDIR"]).is_dir()
 
 
 def test_neo4j_answers_with_the_configured_password(

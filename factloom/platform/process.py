@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from factloom.config import Settings
 
-__all__ = ["ServiceError", "Service", "child_env", "http_ok", "wait_http", "host_port", "tail"]
+__all__ = ["ServiceError", "Service", "child_env", "child_tmp", "http_ok", "wait_http", "host_port", "tail"]
 
 
 class ServiceError(RuntimeError):
@@ -85,7 +85,17 @@ def child_env(settings: Settings) -> dict[str, str]:
     env["FACTLOOM_NEO4J_PASSWORD"] = settings.neo4j_auth()[1]
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONFAULTHANDLER"] = "1"  # a child that crashes in native code says where in its log
+    # PyG writes each process's generated message-passing module to the temp dir and never removes
+    # it (torch_geometric/template.py): under the home those files go when the services stop
+    tmp = child_tmp(settings)
+    tmp.mkdir(parents=True, exist_ok=True)
+    env["TMPDIR"] = str(tmp)
     return env
+
+
+def child_tmp(settings: Settings) -> Path:
+    """The temp dir of the services a home runs; ``stop_all`` clears it."""
+    return settings.home / "run" / "tmp"
 
 
 def http_ok(url: str, timeout: float = 2.0) -> bool:

@@ -29,6 +29,7 @@ from factloom.platform.process import (
     Service,
     ServiceError,
     child_env,
+    child_tmp,
     host_port,
     http_ok,
     tail,
@@ -400,9 +401,10 @@ def start_app(settings: Settings) -> None:
 
 
 def stop_all(settings: Settings) -> None:
-    """Stop every service this home has running, in reverse start order."""
+    """Stop every service this home has running, in reverse start order, then clear their temp dir."""
     for service in reversed(list(services(settings).values())):
         service.stop()
+    shutil.rmtree(child_tmp(settings), ignore_errors=True)
 
 
 def status(settings: Settings, *, postgres_port: int | None = None) -> dict[str, bool]:
