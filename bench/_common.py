@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from factloom import __version__
+from factloom.client import ApiError
 from factloom.config import Settings, get_settings
 
 __all__ = ["parser", "client", "load_client", "LoadClient", "percentile", "write_result", "REPO", "DEFAULT_DATA"]
@@ -68,8 +69,6 @@ class LoadClient:
         self._local = threading.local()
 
     def query(self, question: str, kb: str = "default", top_k: int = 5, **extra: Any) -> dict[str, Any]:
-        from factloom.client import ApiError
-
         body = json.dumps({"question": question, "kb": kb, "top_k": top_k, **extra})
         for attempt in range(2):
             connection = getattr(self._local, "connection", None)

@@ -56,7 +56,7 @@ def list_versions(db: Database, *, kind: str | None = None, kb: str | None = Non
         query = query.where(ModelVersion.kind == kind)
     with db.session() as session:
         # the kb sits in the metrics JSON, which SQLite and PostgreSQL query differently: filter here
-        rows = [r for r in session.scalars(query) if kb is None or (r.metrics or {}).get("kb") == kb]
+        rows = [r for r in session.scalars(query) if kb is None or r.kb == kb]
     return rows[:limit]
 
 
@@ -70,12 +70,12 @@ def activate_version(db: Database, version: str, *, actor: str) -> ModelVersion:
         row = session.get(ModelVersion, version)
         if row is None:
             raise LookupError(f"no model version {version!r}")
-        kb = (row.metrics or {}).get("kb")
+        kb = row.kb
         if kb is None:
             raise ValueError(f"model version {version!r} names no kb, so it cannot serve one")
         if not Path(row.artefact).exists():
             raise ValueError(f"model version {version!r} cannot serve: its artefact {row.artefact} is gone")
-        retired = [r for r in _retire(session, row.kind, str(kb)) if r != version]
+        retired = [r for r in _retire(session, row.kind, kb) if r != version]
         row.status, row.traffic_share = "active", 1.0
         session.add(AuditEvent(actor=actor, action="model.activate", target=version,
                                details={"kind": row.kind, "kb": kb, "retired": retired}))
@@ -85,7 +85,7 @@ def activate_version(db: Database, version: str, *, actor: str) -> ModelVersion:
 def _retire(session: Any, kind: str, kb: str) -> list[str]:
     retired = []
     for row in session.scalars(select(ModelVersion).where(ModelVersion.kind == kind, ModelVersion.status == "active")):
-        if (row.metrics or {}).get("kb") == kb:
+        if row.kb == kb:
             row.status = "retired"
             retired.append(row.id)
     return retired

@@ -140,6 +140,12 @@ class ModelVersion(Base):
     traffic_share: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
+    @property
+    def kb(self) -> str | None:
+        """The knowledge base this version serves (kept in ``metrics``, where training writes it)."""
+        kb = (self.metrics or {}).get("kb")
+        return None if kb is None else str(kb)
+
 
 class ApiKey(Base):
     __tablename__ = "api_key"

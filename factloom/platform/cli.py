@@ -200,7 +200,7 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> None:
     try:
         if args.models_command == "activate":
             row = service.activate(db=db, version=args.version, actor=f"cli:{getpass.getuser()}")
-            print(f"{row.id} is now the active {row.kind} of kb {(row.metrics or {}).get('kb')!r}; "
+            print(f"{row.id} is now the active {row.kind} of kb {row.kb!r}; "
                   f"the API and the workers serve it within 10 s")
             return
         rows = service.list_models(db=db, kind=args.kind, kb=args.kb, limit=args.limit)
@@ -212,8 +212,7 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> None:
         print("no model versions registered" + (" that match" if args.kind or args.kb else
                                                 "; train one with 'factloom train NAME'"))
     for row in rows:
-        metrics = row.metrics or {}
-        print(f"{row.status:<8} {row.kind:<9} {str(metrics.get('kb')):<14} {row.id:<48} "
+        print(f"{row.status:<8} {row.kind:<9} {str(row.kb):<14} {row.id:<48} "
               f"{row.created_at:%Y-%m-%d %H:%M}")
 
 

@@ -34,8 +34,9 @@ def evaluate(*, store: Neo4jStore, embedder: Embedder, db: Database, kb: str, qu
              version: str | None = None, show: bool = True) -> dict[str, Any]:
     """hits@1 of reasoner ``version`` (default: the kb's active one) on ``questions``; a question whose
     topic does not link counts as a miss."""
+    active = active_versions(db, ("router", "reasoner"))
     if version is None:
-        found = active_versions(db, ("reasoner",)).get(("reasoner", kb))
+        found = active.get(("reasoner", kb))
         if found is None:
             raise SystemExit(f"no reasoner is active for kb {kb!r}; train one or name a version with --version")
         version, artefact = found
@@ -52,8 +53,7 @@ def evaluate(*, store: Neo4jStore, embedder: Embedder, db: Database, kb: str, qu
     features = RelationFeatures(embedder.encode)
     samples = prepare(store, embedder, kb, questions, show=show, desc=f"{kb} eval", router=router, features=features)
     among_linked = hits_at_1(reasoner, samples, features) if samples else 0.0
-    routers = active_versions(db, ("router",))
-    return {"kb": kb, "reasoner": version, "router": routers.get(("router", kb), (None,))[0],
+    return {"kb": kb, "reasoner": version, "router": active.get(("router", kb), (None,))[0],
             "questions": len(questions), "linked": len(samples),
             "hits_at_1": round(among_linked * len(samples) / len(questions), 4) if questions else None}
 

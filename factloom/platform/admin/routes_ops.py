@@ -46,17 +46,16 @@ def summary(metrics: dict[str, Any] | None) -> list[tuple[str, Any]]:
 @router.get("/models")
 def models_page(request: Request, _: AdminOnly, resources: ResourcesDep, kb: str = "") -> Response:
     every = models.list_models(db=resources.db, limit=500)
-    kbs = sorted({str((m.metrics or {})["kb"]) for m in every if (m.metrics or {}).get("kb")})
-    rows = [m for m in every if not kb or (m.metrics or {}).get("kb") == kb]
+    kbs = sorted({m.kb for m in every if m.kb})
+    rows = [m for m in every if not kb or m.kb == kb]
     return render(request, "models.html", rows=rows, kb=kb, kbs=kbs, summary=summary)
 
 
 @router.post("/models/{version}/activate")
 def models_activate(version: str, request: Request, me: AdminOnly, resources: ResourcesDep) -> Response:
     row = models.activate(db=resources.db, version=version, actor=me.actor)
-    kb = (row.metrics or {}).get("kb")
-    return flash(request, redirect(f"{PREFIX}/models?{urlencode({'kb': kb or ''})}"),
-                 f"{version} is now the active {row.kind} of {kb}: served within seconds")
+    return flash(request, redirect(f"{PREFIX}/models?{urlencode({'kb': row.kb or ''})}"),
+                 f"{version} is now the active {row.kind} of {row.kb}: served within seconds")
 
 
 @router.get("/users")

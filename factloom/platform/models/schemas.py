@@ -23,8 +23,8 @@ class ModelVersionOut(BaseModel):
 
     @classmethod
     def of(cls, row: ModelVersion) -> ModelVersionOut:
-        metrics = dict(row.metrics or {})
-        return cls(version=row.id, kind=row.kind, kb=metrics.pop("kb", None), status=row.status,
+        metrics = {k: v for k, v in (row.metrics or {}).items() if k != "kb"}
+        return cls(version=row.id, kind=row.kind, kb=row.kb, status=row.status,
                    created_at=row.created_at, artefact=row.artefact, metrics=metrics)
 
 
