@@ -12,11 +12,12 @@ import re
 import time
 from collections import defaultdict
 
-from _common import parser, write_result
+from _common import REPO, parser, write_result
 
 
 def main() -> None:
-    p = parser("metaqa-ties", __doc__ or "")
+    p = parser("metaqa_ties", __doc__ or "")
+    p.set_defaults(out=REPO / "bench" / "results" / "metaqa-ties.json")
     args = p.parse_args()
     started = time.perf_counter()
     root = args.data_dir / "metaqa"
