@@ -8,11 +8,12 @@ perfectly and then one of its answers at random is the share of gold among them 
 
 from __future__ import annotations
 
-import re
 import time
 from collections import defaultdict
 
 from _common import REPO, parser, write_result
+
+from factloom.graph.linking import bracketed_mentions
 
 
 def main() -> None:
@@ -35,10 +36,10 @@ def main() -> None:
     ceiling = 0.0
     for line in (root / "qa_1hop_dev.txt").read_text(encoding="utf-8").splitlines():
         question, answers = line.split("\t")
-        topic = re.search(r"\[(.+?)\]", question)
+        topic = bracketed_mentions(question)
         gold = {a.lower() for a in answers.split("|")}
         questions += 1
-        rates = [len(found & gold) / len(found) for found in by_entity.get(topic.group(1).lower() if topic else "", [])
+        rates = [len(found & gold) / len(found) for found in by_entity.get(topic[0].lower() if topic else "", [])
                  if found & gold]
         if rates:
             reachable += 1
