@@ -17,7 +17,9 @@ def test_settle_heap_freezes_what_is_held_and_still_collects_what_comes_after() 
     kept = _Node()
     try:
         frozen = settle_heap()
-        assert frozen == gc.get_freeze_count() > 1000  # the imported modules, at least
+        assert frozen > 1000  # the imported modules, at least
+        # another thread of the test process may free a frozen object meanwhile; nothing else freezes
+        assert gc.get_freeze_count() <= frozen
         assert not any(o is kept for o in gc.get_objects())  # frozen: no collection walks it
         assert gc.get_threshold()[0] == max(threshold[0], YOUNG_GC_THRESHOLD)
         # a cycle made afterwards is still found and freed
