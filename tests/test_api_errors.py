@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from factloom.config import Settings
-from factloom.ledger import Database, FactSubmission, IngestBatch
+from factloom.ledger import ApiKey, Database, FactSubmission, IngestBatch
+from factloom.platform.auth.service import KEY_TTL_S, KeyCache, Principal
 
 pytestmark = pytest.mark.integration
 
@@ -53,6 +56,34 @@ def test_a_key_needs_the_route_scope(client_with: Callable[[str], httpx.Client],
     ingest_only = client_with("ingest")
     assert_problem(ingest_only.post("/v1/query", json={"question": "who directed [Alien]"}), 403, "'query' scope")
     assert ledger_rows(db) == before
+
+
+def test_the_key_cache_forgets_a_key_after_its_ttl() -> None:
+    cache = KeyCache(ttl=0.2, size=2)
+    who = Principal(key_id="k1", name="reader", scopes=frozenset({"query"}))
+    assert cache.get("fl_a_secret") is None
+    cache.put("fl_a_secret", who)
+    assert cache.get("fl_a_secret") == who and cache.get("fl_a_other") is None
+    time.sleep(0.25)
+    assert cache.get("fl_a_secret") is None
+    cache.put("fl_a_secret", who)
+    cache.put("fl_b_secret", who)
+    cache.put("fl_c_secret", who)  # full: it starts afresh rather than grow
+    assert cache.get("fl_a_secret") is None and cache.get("fl_c_secret") == who
+
+
+def test_a_key_revoked_in_the_ledger_is_refused_within_the_cache_ttl(
+    client_with: Callable[[str], httpx.Client], db: Database,
+) -> None:
+    client = client_with("review")
+    for _ in range(4):  # both API processes verify the key and keep it
+        assert client.get("/v1/review").status_code == 200
+    prefix = client.headers["authorization"].split("_")[1]
+    with db.session() as session:
+        session.execute(update(ApiKey).where(ApiKey.prefix == prefix).values(revoked_at=datetime.now(UTC)))
+    time.sleep(KEY_TTL_S + 0.5)
+    for _ in range(4):
+        assert_problem(client.get("/v1/review"), 401, "unknown or revoked")
 
 
 @pytest.mark.parametrize(

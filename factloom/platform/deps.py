@@ -1,14 +1,16 @@
 """FastAPI dependencies, as ``Annotated`` aliases the routes declare.
 
-The ones that only read ``app.state`` are ``async``: FastAPI runs a plain ``def`` dependency in its
-thread pool, a hop per dependency per request; the API-key check reads the ledger and stays a ``def``."""
+They are ``async``: FastAPI runs a plain ``def`` dependency in its thread pool, a hop per dependency
+per request. The API-key check reads the ledger, in the thread pool, only for a key this process has
+not verified in the last few seconds (:class:`~factloom.platform.auth.service.KeyCache`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from factloom.config import Settings
 from factloom.graph import Neo4jStore
@@ -47,13 +49,17 @@ DbDep = Annotated[Database, Depends(get_db)]
 StoreDep = Annotated[Neo4jStore, Depends(get_store)]
 
 
-def require_scope(scope: str) -> Callable[..., Principal]:
-    def dependency(request: Request, db: DbDep) -> Principal:
+def require_scope(scope: str) -> Callable[..., Awaitable[Principal]]:
+    async def dependency(request: Request, resources: ResourcesDep) -> Principal:
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
             raise Unauthorized("missing API key; send 'Authorization: Bearer KEY'")
-        principal = authenticate(db=db, token=token.strip())
+        principal = resources.keys.get(token)
+        if principal is None:
+            principal = await run_in_threadpool(authenticate, db=resources.db, token=token)
+            resources.keys.put(token, principal)
         if not principal.has(scope):
             raise Forbidden(f"this key lacks the '{scope}' scope", needed=scope)
         request.state.principal = principal

@@ -9,6 +9,7 @@ from factloom.config import Settings
 from factloom.graph import Neo4jStore
 from factloom.ledger import Database
 from factloom.model.embedder import Embedder
+from factloom.platform.auth.service import KeyCache
 
 __all__ = ["Resources"]
 
@@ -18,6 +19,7 @@ class Resources:
     settings: Settings
     db: Database
     store: Neo4jStore
+    keys: KeyCache = field(default_factory=KeyCache, repr=False)  # the API keys verified lately
     _embedder: Embedder | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

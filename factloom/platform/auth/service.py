@@ -2,6 +2,8 @@
 
 A key reads ``fl_<prefix>_<secret>``; the prefix finds the row, the hash of the whole key proves it.
 Keys are 192-bit random strings, so one fast hash suffices (a password KDF protects low-entropy input).
+Each API process remembers the keys it verified for :data:`KEY_TTL_S` seconds (:class:`KeyCache`), so
+a request with a key seen moments ago reads no ledger row.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
+import time
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -16,9 +20,12 @@ from sqlalchemy import select
 from factloom.ledger import ApiKey, Database
 from factloom.platform.errors import BadRequest, Unauthorized
 
-__all__ = ["SCOPES", "Principal", "create_key", "authenticate", "parse_scopes"]
+__all__ = ["SCOPES", "KEY_TTL_S", "Principal", "KeyCache", "create_key", "authenticate", "parse_scopes"]
 
 SCOPES = ("ingest", "query", "review", "admin")
+# how long a verified key is trusted without reading the ledger again: a key revoked (or its scopes
+# changed) in the ledger is refused within this many seconds
+KEY_TTL_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +63,27 @@ def create_key(*, db: Database, name: str, scopes: list[str]) -> tuple[str, Prin
         session.add(row)
         session.flush()
         return token, Principal(key_id=row.id, name=name, scopes=frozenset(scopes))
+
+
+class KeyCache:
+    """The keys one process verified in the last ``ttl`` seconds, by the hash of the key. Only
+    verified keys are kept: an unknown key is looked up in the ledger every time, so a key created a
+    moment ago works at once. At most ``size`` keys; when full it starts afresh."""
+
+    def __init__(self, ttl: float = KEY_TTL_S, size: int = 4096) -> None:
+        self._ttl, self._size = ttl, size
+        self._keys: dict[str, tuple[float, Principal]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, token: str) -> Principal | None:
+        hit = self._keys.get(_hash(token))
+        return hit[1] if hit is not None and time.monotonic() < hit[0] else None
+
+    def put(self, token: str, principal: Principal) -> None:
+        with self._lock:
+            if len(self._keys) >= self._size:
+                self._keys.clear()
+            self._keys[_hash(token)] = (time.monotonic() + self._ttl, principal)
 
 
 def authenticate(*, db: Database, token: str) -> Principal:
