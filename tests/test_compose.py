@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVICES = {"neo4j", "redis", "postgres", "migrate", "api", "worker", "beat"}
+SERVICES = {"neo4j", "redis", "postgres", "migrate", "api", "worker", "learner", "beat"}
 
 
 def compose_bin() -> str | None:
@@ -47,7 +47,7 @@ def test_app_services_wait_for_healthy_stores_and_migrations(config: dict) -> No
     services = config["services"]
     for name in ("neo4j", "redis", "postgres", "api"):
         assert services[name].get("healthcheck"), name
-    for name in ("api", "worker"):
+    for name in ("api", "worker", "learner"):
         deps = services[name]["depends_on"]
         assert deps["migrate"]["condition"] == "service_completed_successfully"
         for store in ("neo4j", "redis", "postgres"):
@@ -62,7 +62,7 @@ def test_app_services_wait_for_healthy_stores_and_migrations(config: dict) -> No
 
 def test_app_services_share_one_home(config: dict) -> None:  # type: ignore[type-arg]
     # evidence images are written by the api and read by the workers; model versions the other way
-    for name in ("migrate", "api", "worker", "beat"):
+    for name in ("migrate", "api", "worker", "learner", "beat"):
         mounts = {(v["source"], v["target"]) for v in config["services"][name].get("volumes", [])}
         assert ("factloom-home", "/var/lib/factloom") in mounts, name
     assert "factloom-home" in config["volumes"]

@@ -16,10 +16,10 @@ import pytest
 
 from factloom.config import Settings
 from factloom.graph import Neo4jStore
+from factloom.learn.qa import QA, Job, train_kb
 from factloom.ledger import Database
 from factloom.model.batching import DynamicBatcher
 from factloom.model.embedder import Embedder
-from factloom.model.train._common import QA, Job, train_kb
 from tests.test_platform import facts, submission_ids, wait_batch, wait_status
 from tests.test_reasoner import FACTS
 
@@ -80,8 +80,8 @@ def test_learned_answers_with_paths_whose_facts_exist(api: httpx.Client, store: 
 
 def test_reasoner_learns_on_the_graphs_the_router_retrieves(store: Neo4jStore, db: Database,
                                                             trained: dict[str, str]) -> None:
+    from factloom.learn.qa import active_router, prepare
     from factloom.ledger.tables import ModelVersion
-    from factloom.model.train._common import active_router, prepare
 
     with db.session() as session:
         assert session.get(ModelVersion, trained["router"]).metrics["retrieval"] == "k-hop"  # type: ignore[union-attr]
@@ -199,8 +199,8 @@ def test_batch_workers_run_batches_at_once() -> None:
 def test_eval_scores_the_active_or_a_named_reasoner_without_registering(
     store: Neo4jStore, db: Database, trained: dict[str, str]
 ) -> None:
+    from factloom.learn.evaluate import evaluate
     from factloom.ledger import list_versions
-    from factloom.model.train._evaluate import evaluate
 
     qas = [QA(q.format(s), [a], "family") for q, by in QUESTIONS for s, a in by.items()]
     before = len(list_versions(db, kb=KB))

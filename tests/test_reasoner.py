@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from factloom.graph.types import Edge, Seed, Subgraph
+from factloom.learn.qa import choose_readout, fit
 from factloom.model import pipeline as pipeline_module
 from factloom.model.embedder import Embedder
 from factloom.model.features import (
@@ -32,7 +33,6 @@ from factloom.model.reasoner import (
     relation_path_loss,
 )
 from factloom.model.router import GuessOutcomes, RelationPlan, RelationRouter, RouterConfig
-from factloom.model.train._common import choose_readout, fit
 
 FACTS = [
     ("anna", "spouse", "bob"), ("bob", "parents", "carl"), ("carl", "place_of_birth", "dover"),
@@ -557,7 +557,7 @@ def test_question_only_outputs_are_cached_and_change_nothing(trained: tuple, sam
 
 
 def test_training_data_errors_name_the_file_and_what_is_wrong(tmp_path: Path) -> None:
-    from factloom.model.train._common import jobs_for, parse_args, require_files
+    from factloom.learn.qa import jobs_for, parse_args, require_files
 
     with pytest.raises(SystemExit, match=r"lacks qa_2hop_dev.txt, kb.txt: --data-dir must be laid out"):
         require_files("metaqa", tmp_path, ["2hop"], ("train", "dev"), kb=True)

@@ -81,7 +81,7 @@ def test_status_reports_the_running_services(
 ) -> None:
     up = status(settings, postgres_port=PORTS["postgres"])
     assert up["neo4j"] and up["redis"] and up["postgres"]
-    assert set(up) == {"neo4j", "redis", "postgres", "api", "worker", "beat"}
+    assert set(up) == {"neo4j", "redis", "postgres", "api", "worker", "learner", "beat"}
 
 
 def test_a_service_that_cannot_start_raises_with_its_log(settings: Settings) -> None:

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 from factloom.ledger.db import Database
-from factloom.ledger.registry import activate_version, active_versions, list_versions, register_version
+from factloom.ledger.registry import (
+    activate_version,
+    active_version,
+    active_versions,
+    find_update,
+    list_versions,
+    register_version,
+)
 from factloom.ledger.tables import (
+    AnswerFeedback,
     ApiKey,
     AuditEvent,
     Base,
@@ -14,10 +22,11 @@ from factloom.ledger.tables import (
     ModelVersion,
     ReviewDecision,
     Status,
+    VersionStatus,
 )
 
 __all__ = [
-    "ApiKey", "AuditEvent", "Base", "CheckResult", "Database", "FactSubmission", "IngestBatch",
-    "ModelVersion", "ReviewDecision", "Status", "activate_version", "active_versions", "list_versions",
-    "register_version",
+    "AnswerFeedback", "ApiKey", "AuditEvent", "Base", "CheckResult", "Database", "FactSubmission", "IngestBatch",
+    "ModelVersion", "ReviewDecision", "Status", "VersionStatus", "activate_version", "active_version",
+    "active_versions", "find_update", "list_versions", "register_version",
 ]

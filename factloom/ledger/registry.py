@@ -10,15 +10,16 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 
 from factloom.ledger.db import Database
-from factloom.ledger.tables import AuditEvent, ModelVersion
+from factloom.ledger.tables import AuditEvent, ModelVersion, VersionStatus
 
-__all__ = ["active_versions", "register_version", "list_versions", "activate_version"]
+__all__ = ["active_versions", "active_version", "register_version", "find_update", "list_versions", "activate_version"]
 
 
 def active_versions(db: Database, kinds: Iterable[str]) -> dict[tuple[str, str], tuple[str, str]]:
@@ -27,37 +28,58 @@ def active_versions(db: Database, kinds: Iterable[str]) -> dict[tuple[str, str],
     out: dict[tuple[str, str], tuple[str, str]] = {}
     with db.session() as session:
         rows = session.execute(
-            select(ModelVersion.id, ModelVersion.kind, ModelVersion.artefact, ModelVersion.metrics)
-            .where(ModelVersion.kind.in_(list(kinds)), ModelVersion.status == "active")
+            select(ModelVersion.id, ModelVersion.kind, ModelVersion.kb, ModelVersion.artefact)
+            .where(ModelVersion.kind.in_(list(kinds)), ModelVersion.status == VersionStatus.active.value,
+                   ModelVersion.kb.is_not(None))
             .order_by(ModelVersion.created_at.desc())
         ).all()
-    for version, kind, artefact, metrics in rows:
-        kb = (metrics or {}).get("kb")
-        if kb is not None:
-            out.setdefault((kind, str(kb)), (version, artefact))
+    for version, kind, kb, artefact in rows:
+        out.setdefault((kind, str(kb)), (version, artefact))
     return out
 
 
-def register_version(db: Database, *, kind: str, kb: str, artefact: Path, metrics: dict[str, Any]) -> str:
-    """Register ``artefact`` as the active ``kind`` for ``kb``; the previous active one retires."""
+def register_version(db: Database, *, kind: str, kb: str, artefact: Path, metrics: dict[str, Any],
+                     parent: str | None = None, watermark: datetime | None = None,
+                     gates: dict[str, Any] | None = None, activate: bool = True) -> str:
+    """Register ``artefact`` as a ``kind`` for ``kb``: the active one (the previous active one retires),
+    or with ``activate=False`` a ``candidate`` that serves nothing."""
     version = f"{kind}-{kb}-{time.strftime('%Y%m%d%H%M%S')}-{random.randrange(16**4):04x}"
     with db.session() as session:
-        _retire(session, kind, kb)
-        session.add(ModelVersion(id=version, kind=kind, artefact=str(artefact), metrics={"kb": kb, **metrics},
-                                 gates={}, status="active", traffic_share=1.0))
+        if activate:
+            _retire(session, kind, kb)
+        session.add(ModelVersion(
+            id=version, kind=kind, kb=kb, artefact=str(artefact), metrics=metrics, gates=gates or {},
+            status=(VersionStatus.active if activate else VersionStatus.candidate).value,
+            traffic_share=1.0 if activate else 0.0, parent=parent, watermark=watermark))
     return version
+
+
+def find_update(db: Database, *, kind: str, kb: str, parent: str | None, watermark: datetime) -> ModelVersion | None:
+    """The version already learned from ``parent`` up to ``watermark``, if any: an update is idempotent."""
+    with db.session() as session:
+        return session.scalars(select(ModelVersion).where(
+            ModelVersion.kind == kind, ModelVersion.kb == kb, ModelVersion.watermark == watermark,
+            ModelVersion.parent.is_(None) if parent is None else ModelVersion.parent == parent)).first()
+
+
+def active_version(db: Database, *, kind: str, kb: str) -> ModelVersion | None:
+    """The row of ``kind``'s active version for ``kb`` (the newest where several are)."""
+    with db.session() as session:
+        return session.scalars(select(ModelVersion).where(
+            ModelVersion.kind == kind, ModelVersion.kb == kb, ModelVersion.status == VersionStatus.active.value,
+        ).order_by(ModelVersion.created_at.desc())).first()
 
 
 def list_versions(db: Database, *, kind: str | None = None, kb: str | None = None,
                   limit: int = 100) -> list[ModelVersion]:
     """The newest ``limit`` versions, of one ``kind`` and one ``kb`` where given."""
-    query = select(ModelVersion).order_by(ModelVersion.created_at.desc())
+    query = select(ModelVersion).order_by(ModelVersion.created_at.desc()).limit(limit)
     if kind is not None:
         query = query.where(ModelVersion.kind == kind)
+    if kb is not None:
+        query = query.where(ModelVersion.kb == kb)
     with db.session() as session:
-        # the kb sits in the metrics JSON, which SQLite and PostgreSQL query differently: filter here
-        rows = [r for r in session.scalars(query) if kb is None or r.kb == kb]
-    return rows[:limit]
+        return list(session.scalars(query))
 
 
 def activate_version(db: Database, version: str, *, actor: str) -> ModelVersion:
@@ -76,7 +98,7 @@ def activate_version(db: Database, version: str, *, actor: str) -> ModelVersion:
         if not Path(row.artefact).exists():
             raise ValueError(f"model version {version!r} cannot serve: its artefact {row.artefact} is gone")
         retired = [r for r in _retire(session, row.kind, kb) if r != version]
-        row.status, row.traffic_share = "active", 1.0
+        row.status, row.traffic_share = VersionStatus.active.value, 1.0
         session.add(AuditEvent(actor=actor, action="model.activate", target=version,
                                details={"kind": row.kind, "kb": kb, "retired": retired}))
         return row
@@ -84,8 +106,8 @@ def activate_version(db: Database, version: str, *, actor: str) -> ModelVersion:
 
 def _retire(session: Any, kind: str, kb: str) -> list[str]:
     retired = []
-    for row in session.scalars(select(ModelVersion).where(ModelVersion.kind == kind, ModelVersion.status == "active")):
-        if row.kb == kb:
-            row.status = "retired"
-            retired.append(row.id)
+    for row in session.scalars(select(ModelVersion).where(
+            ModelVersion.kind == kind, ModelVersion.kb == kb, ModelVersion.status == VersionStatus.active.value)):
+        row.status = VersionStatus.retired.value
+        retired.append(row.id)
     return retired

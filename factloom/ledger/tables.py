@@ -16,8 +16,8 @@ from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 __all__ = [
-    "Base", "Status", "IngestBatch", "FactSubmission", "CheckResult", "ReviewDecision",
-    "AuditEvent", "ModelVersion", "ApiKey", "utcnow", "new_id",
+    "Base", "Status", "DECISIONS_THAT_HOLD", "IngestBatch", "FactSubmission", "CheckResult", "ReviewDecision",
+    "AuditEvent", "ModelVersion", "VersionStatus", "AnswerFeedback", "ApiKey", "utcnow", "new_id",
 ]
 
 
@@ -106,6 +106,10 @@ class CheckResult(Base):
     submission: Mapped[FactSubmission] = relationship(back_populates="checks")
 
 
+# the review decisions that say the claimed fact holds: ``keep_both`` too (it holds beside another value)
+DECISIONS_THAT_HOLD = frozenset({"accept", "keep_both"})
+
+
 class ReviewDecision(Base):
     __tablename__ = "review_decision"
 
@@ -128,23 +132,54 @@ class AuditEvent(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class VersionStatus(str, enum.Enum):
+    """Where a registered model version stands; one ``active`` per kind and kb."""
+
+    candidate = "candidate"  # trained, not serving: waiting for its gates, or failed them
+    active = "active"
+    retired = "retired"  # served once, replaced by a newer version
+    rolled_back = "rolled_back"  # served once, taken off because it failed in service
+
+
 class ModelVersion(Base):
     __tablename__ = "model_version"
+    __table_args__ = (Index("ix_model_version_kind_kb_status", "kind", "kb", "status"),)
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     kind: Mapped[str] = mapped_column(String(32), index=True)
+    # the knowledge base this version serves
+    kb: Mapped[str | None] = mapped_column(String(64))
     artefact: Mapped[str] = mapped_column(Text)
     metrics: Mapped[dict[str, Any] | None]
+    # {"passed": bool, gate name → {"value", "parent", "threshold", "passed"}}; empty for a hand-run train
     gates: Mapped[dict[str, Any] | None]
-    status: Mapped[str] = mapped_column(String(16), default="candidate")
+    status: Mapped[str] = mapped_column(String(16), default=VersionStatus.candidate.value)
     traffic_share: Mapped[float] = mapped_column(Float, default=0.0)
+    # the version this one was updated from (continual learning); None for one trained from scratch
+    parent: Mapped[str | None] = mapped_column(String(64))
+    # what it learned from: facts committed, or feedback given, up to this instant
+    watermark: Mapped[datetime | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
-    @property
-    def kb(self) -> str | None:
-        """The knowledge base this version serves (kept in ``metrics``, where training writes it)."""
-        kb = (self.metrics or {}).get("kb")
-        return None if kb is None else str(kb)
+
+class AnswerFeedback(Base):
+    """A person's word on one answer to a question: right or wrong, and the right answer where given.
+
+    The learn task turns a kb's feedback into training questions for its router and reasoner."""
+
+    __tablename__ = "answer_feedback"
+    __table_args__ = (Index("ix_feedback_kb_created", "kb", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kb: Mapped[str] = mapped_column(String(64))
+    question: Mapped[str] = mapped_column(Text)
+    answer: Mapped[str] = mapped_column(Text)  # the answer's name, as the API returned it
+    correct: Mapped[bool]
+    expected: Mapped[str | None] = mapped_column(Text)  # the right answer's name, where the answer was wrong
+    # who said so: an API key id, an admin user, or "demo"
+    actor: Mapped[str] = mapped_column(String(200))
+    reasoner_version: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class ApiKey(Base):

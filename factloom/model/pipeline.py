@@ -89,7 +89,7 @@ def plan_relations(router: RelationRouter, qvecs: Sequence[npt.NDArray[np.float3
     (:func:`relation_vocabulary`) from the questions alone, in fp32 (a few questions, one small
     matrix); retrieval then follows each hop's chosen relations
     (:meth:`~factloom.model.router.RelationPlan.choose`). Serving and the reasoner's training
-    graphs (:func:`~factloom.model.train.prepare` with a router) plan alike."""
+    graphs (:func:`~factloom.learn.qa.prepare` with a router) plan alike."""
     if vocabulary is None:  # a kb without facts
         return RelationPlan([], torch.zeros(len(qvecs), max_hops, 0), [max_hops] * len(qvecs), keep, mass)
     qvec, qtok, qmask = question_tensors(qvecs, qtoks)

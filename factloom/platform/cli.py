@@ -58,7 +58,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> None:
     print("migrating the ledger and the graph schema …", flush=True)
     migrate(settings)
     _local_admin_key(settings)
-    print("starting API, worker and beat …", flush=True)
+    print("starting API, workers and beat …", flush=True)
     services.start_app(settings)
     if not args.no_demo:
         _load_demo(settings, Path(args.demo) if args.demo else settings.demo_kb_path)
@@ -303,21 +303,21 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> None:
 def cmd_eval(args: argparse.Namespace, settings: Settings) -> None:
     if args.name != "reasoner":
         sys.exit(f"nothing to evaluate called {args.name!r}; known: reasoner")
-    from factloom.model.train._evaluate import main as evaluate
+    from factloom.learn.evaluate import main as evaluate
 
     sys.exit(evaluate(args.rest))
 
 
 def cmd_train(args: argparse.Namespace, settings: Settings) -> None:
-    from factloom.model import train
+    from factloom import learn
 
-    sys.exit(train.run(args.name, args.rest))
+    sys.exit(learn.run(args.name, args.rest))
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="factloom", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="start Neo4j, Redis, API, worker and beat; migrate; load the demo KB")
+    up = sub.add_parser("up", help="start Neo4j, Redis, API, workers and beat; migrate; load the demo KB")
     up.add_argument("--no-demo", action="store_true", help="do not load the demo knowledge base")
     up.add_argument("--demo", help="the demo KB file (subject|predicate|object lines)")
     up.set_defaults(func=cmd_up)
@@ -381,7 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("name")
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(func=cmd_bench)
-    train = sub.add_parser("train", help="train a model (factloom/model/train/NAME.py) and register its version")
+    train = sub.add_parser("train", help="train a model (scorer, fusion, router, reasoner: factloom/learn/) "
+                                         "and register its version")
     train.add_argument("name")
     train.add_argument("rest", nargs=argparse.REMAINDER)
     train.set_defaults(func=cmd_train)

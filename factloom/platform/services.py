@@ -1,4 +1,4 @@
-"""The local platform without Docker: Neo4j, Redis, PostgreSQL, the API, workers and beat.
+"""The local platform without Docker: Neo4j, Redis, PostgreSQL, the API, workers (checks, learning) and beat.
 
 Each is a :class:`~factloom.platform.process.Service` (pid file, log, readiness probe, idempotent
 start, signal-then-kill stop). Neo4j runs from the jars Maven Central publishes (it has no community
@@ -363,8 +363,13 @@ def services(settings: Settings, *, postgres_port: int | None = None) -> dict[st
         "neo4j": Neo4jService(settings),
         "postgres": PostgresService(settings, port=postgres_port),
         "worker": _PythonService(
-            "worker", settings, [*celery, "worker", "-Q", "ingest,check,learn",
+            "worker", settings, [*celery, "worker", "-Q", "ingest,check",
                                  "--loglevel", "INFO", "-n", f"factloom-{settings.api_port}@%h"],
+            match="celery", ready_marker=" ready."),
+        # model updates take minutes: a process of their own, so checks never wait behind one
+        "learner": _PythonService(
+            "learner", settings, [*celery, "worker", "-Q", "learn", "-c", "1",
+                                  "--loglevel", "INFO", "-n", f"factloom-learn-{settings.api_port}@%h"],
             match="celery", ready_marker=" ready."),
         "beat": _PythonService(
             "beat", settings, [*celery, "beat", "--loglevel", "INFO", "--schedule",
@@ -394,9 +399,9 @@ def start_infra(settings: Settings) -> None:
 
 
 def start_app(settings: Settings) -> None:
-    """The worker, beat and API processes."""
+    """The worker, learner, beat and API processes."""
     found = services(settings)
-    for name in ("worker", "beat", "api"):
+    for name in ("worker", "learner", "beat", "api"):
         found[name].start()
 
 

@@ -13,7 +13,8 @@ from factloom.ledger.tables import utcnow
 from factloom.workers import pipeline
 from factloom.workers.context import context
 
-__all__ = ["check_submissions", "commit_submissions", "embed_entities", "sweep", "enqueue_check", "enqueue_commit"]
+__all__ = ["check_submissions", "commit_submissions", "embed_entities", "sweep", "plan_learning", "learn_update",
+           "enqueue_check", "enqueue_commit", "enqueue_learn"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,29 @@ def sweep() -> dict[str, int]:
         enqueue_commit(to_commit, ctx.settings.check_chunk_size)
         log.info("sweeper re-enqueued %d to check, %d to commit", len(to_check), len(to_commit))
     return {"check": len(to_check), "commit": len(to_commit)}
+
+
+@shared_task(name="factloom.learn.plan")
+def plan_learning() -> list[list[str]]:
+    """Enqueue an update for each kb and kind with enough new facts or feedback (the beat's job)."""
+    from factloom.workers import learning
+
+    found = learning.due(context())
+    for kb, kind in found:
+        enqueue_learn(kb, kind)
+    return [list(item) for item in found]
+
+
+@shared_task(name="factloom.learn.update")
+def learn_update(kb: str, kind: str, force: bool = False) -> dict[str, object]:
+    """One continual update (``docs/learning.md``); not retried: the next period's plan is the retry."""
+    from factloom.workers import learning
+
+    return learning.update(context(), kb, kind, force=force)
+
+
+def enqueue_learn(kb: str, kind: str, *, force: bool = False) -> None:
+    learn_update.apply_async(args=[kb, kind, force], queue="learn")
 
 
 def enqueue_check(ids: list[str], chunk: int) -> None:

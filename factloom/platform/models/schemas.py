@@ -20,12 +20,16 @@ class ModelVersionOut(BaseModel):
     created_at: datetime
     artefact: str
     metrics: dict[str, Any]
+    parent: str | None = None
+    watermark: datetime | None = None
+    gates: dict[str, Any] = {}
 
     @classmethod
     def of(cls, row: ModelVersion) -> ModelVersionOut:
         metrics = {k: v for k, v in (row.metrics or {}).items() if k != "kb"}
         return cls(version=row.id, kind=row.kind, kb=row.kb, status=row.status,
-                   created_at=row.created_at, artefact=row.artefact, metrics=metrics)
+                   created_at=row.created_at, artefact=row.artefact, metrics=metrics, parent=row.parent,
+                   watermark=row.watermark, gates=row.gates or {})
 
 
 class ModelPage(BaseModel):

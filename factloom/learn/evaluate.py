@@ -10,12 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from factloom.graph.store import Neo4jStore
-from factloom.ledger import Database, ModelVersion, active_versions
-from factloom.model.embedder import Embedder
-from factloom.model.features import RelationFeatures
-from factloom.model.pipeline import load_model
-from factloom.model.reasoner import PathReasoner
-from factloom.model.train._common import (
+from factloom.learn.qa import (
     QA,
     active_router,
     hits_at_1,
@@ -26,6 +21,11 @@ from factloom.model.train._common import (
     question_sets,
     require_files,
 )
+from factloom.ledger import Database, ModelVersion, active_versions
+from factloom.model.embedder import Embedder
+from factloom.model.features import RelationFeatures
+from factloom.model.pipeline import load_model
+from factloom.model.reasoner import PathReasoner
 
 __all__ = ["evaluate", "main"]
 
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
         except ValueError as exc:
             raise SystemExit(str(exc)) from exc
     else:
-        data_dir = args.data_dir or Path(__file__).resolve().parents[3].parent / "shared" / "data" / args.dataset
+        data_dir = args.data_dir or Path(__file__).resolve().parents[2].parent / "shared" / "data" / args.dataset
         names = question_sets(args.dataset, [args.set] if args.set else None)
         require_files(args.dataset, data_dir, names, (args.split,))
         groups = {}

@@ -34,7 +34,7 @@ from factloom.model.reasoner import PathReasoner, ReasonerConfig, decode_answers
 from factloom.model.router import RelationRouter, RouterConfig
 
 __all__ = ["QA", "PATHQUESTION_SETS", "PQ_KB_FILES", "load_questions", "prepare", "fit", "hits_at_1",
-           "parse_args", "train_main", "kb_for", "choose_readout", "active_router"]
+           "parse_args", "train_main", "router_main", "reasoner_main", "kb_for", "choose_readout", "active_router"]
 
 PATHQUESTION_SETS = ("PQ-2H", "PQ-3H", "PQL-2H", "PQL-3H")
 PQ_KB_FILES = {"PQ-2H": "2H-kb.txt", "PQ-3H": "3H-kb.txt", "PQL-2H": "PQL2-KB.txt", "PQL-3H": "PQL3-KB.txt"}
@@ -286,7 +286,7 @@ def jobs_for(args: argparse.Namespace) -> list[Job]:
             return [Job(args.kb, ["jsonl"], load_jsonl(args.data_dir))]
         except ValueError as exc:
             raise SystemExit(str(exc)) from exc
-    data_dir = args.data_dir or Path(__file__).resolve().parents[3].parent / "shared" / "data" / args.dataset
+    data_dir = args.data_dir or Path(__file__).resolve().parents[2].parent / "shared" / "data" / args.dataset
     names = question_sets(args.dataset, [args.set] if args.set else None)
     require_files(args.dataset, data_dir, names, ("train", "dev"))
     jobs: dict[str, Job] = {}
@@ -367,3 +367,13 @@ def train_main(kinds: Sequence[str], argv: list[str]) -> int:
         store.close()
         db.dispose()
     return 0
+
+
+def router_main(argv: list[str]) -> int:
+    """``factloom train router --dataset pathquestion|metaqa|jsonl [--data-dir DIR] [--set NAME] [--kb KB]``."""
+    return train_main(["router"], argv)
+
+
+def reasoner_main(argv: list[str]) -> int:
+    """``factloom train reasoner --dataset pathquestion|metaqa|jsonl [--data-dir DIR] [--set NAME] [--kb KB]``."""
+    return train_main(["reasoner"], argv)

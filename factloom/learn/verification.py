@@ -18,19 +18,20 @@ import json
 import random
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from factloom.ledger import register_version
 
-__all__ = ["MIN_PER_CLASS", "train_scorer", "train_fusion", "fusion_examples", "scorer_main", "fusion_main"]
+__all__ = ["MIN_PER_CLASS", "corrupt", "train_scorer", "train_fusion", "fusion_examples", "scorer_main", "fusion_main"]
 
 Triple = tuple[str, str, str]
 # true and false judged submissions a fusion needs at least (half fit the model, half calibrate it)
 MIN_PER_CLASS = 10
 
 
-def _negatives(
+def corrupt(
     triples: Sequence[Triple], entities: Sequence[str], known: set[Triple], rng: random.Random
 ) -> list[Triple]:
     """One corrupted triple per fact (tail, or head every other time) that is not a known fact."""
@@ -47,9 +48,13 @@ def _negatives(
 
 def train_scorer(
     store: Any, db: Any, *, kb: str, models_dir: Path, rank: int = 64, epochs: int = 30, valid_share: float = 0.1,
-    seed: int = 0, progress: bool = True,
+    seed: int = 0, progress: bool = True, watermark: datetime | None = None, negatives: int | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Train, calibrate, save and register a scorer for ``kb``; returns (version, metrics)."""
+    """Train, calibrate, save and register a scorer for ``kb``; returns (version, metrics).
+
+    ``watermark``: the latest commit among the facts it learns (continual updates learn what was
+    committed after it); ``negatives``: a sampled softmax of that many entities (see
+    :meth:`~factloom.model.scorer.ComplExScorer.fit`)."""
     import numpy as np
 
     from factloom.model.scorer import ComplExScorer
@@ -63,19 +68,19 @@ def train_scorer(
     n_valid = max(10, int(valid_share * len(triples)))
     valid, train = triples[:n_valid], triples[n_valid:]
     scorer = ComplExScorer.from_triples(triples, rank=rank)  # every name known: valid facts are not unseen
-    losses = scorer.fit(train, epochs=epochs, seed=seed, progress=progress)
+    losses = scorer.fit(train, epochs=epochs, seed=seed, progress=progress, negatives=negatives)
     entities = sorted({x for s, _, o in triples for x in (s, o)})
     known = set(triples)
-    negatives = _negatives(valid, entities, known, rng)
-    labelled = valid + negatives
-    labels = [1] * len(valid) + [0] * len(negatives)
+    fakes = corrupt(valid, entities, known, rng)
+    labelled = valid + fakes
+    labels = [1] * len(valid) + [0] * len(fakes)
     scorer.calibrate(labelled, labels)
     probs = scorer.score(labelled)
     judged = [(p, y) for p, y in zip(probs, labels, strict=True) if p is not None]
     p_arr = np.array([p for p, _ in judged])
     y_arr = np.array([y for _, y in judged])
     metrics: dict[str, Any] = {
-        "facts": len(triples), "train_facts": len(train), "valid_facts": len(valid), "valid_negatives": len(negatives),
+        "facts": len(triples), "train_facts": len(train), "valid_facts": len(valid), "valid_negatives": len(fakes),
         "entities": len(entities), "relations": len({p for _, p, _ in triples}), "rank": rank, "epochs": epochs,
         "final_loss": round(losses[-1], 5) if losses else None,
         "valid_accuracy": round(float(((p_arr >= 0.5) == y_arr).mean()), 4) if len(judged) else None,
@@ -84,7 +89,7 @@ def train_scorer(
     models_dir.mkdir(parents=True, exist_ok=True)
     artefact = models_dir / f"scorer-{kb}-{time.strftime('%Y%m%d%H%M%S')}.pt"
     scorer.save(artefact)
-    version = register_version(db, kind="scorer", kb=kb, artefact=artefact, metrics=metrics)
+    version = register_version(db, kind="scorer", kb=kb, artefact=artefact, metrics=metrics, watermark=watermark)
     return version, metrics
 
 
@@ -97,6 +102,7 @@ def fusion_examples(db: Any, *, kb: str, limit: int = 200_000) -> tuple[list[lis
     from sqlalchemy import select
 
     from factloom.ledger import CheckResult, FactSubmission, ReviewDecision, Status
+    from factloom.ledger.tables import DECISIONS_THAT_HOLD
     from factloom.verify.base import VerifierResult
 
     judged = {Status.accepted: 1, Status.committed: 1, Status.reviewed: 1, Status.rejected: 0}
@@ -115,7 +121,7 @@ def fusion_examples(db: Any, *, kb: str, limit: int = 200_000) -> tuple[list[lis
                 select(ReviewDecision.submission_id, ReviewDecision.decision)
                 .where(ReviewDecision.submission_id.in_(part)).order_by(ReviewDecision.created_at)
             ):
-                decisions[sid] = int(decision == "accept")  # the latest decision wins
+                decisions[sid] = int(decision in DECISIONS_THAT_HOLD)  # the latest decision wins
             for c in session.scalars(select(CheckResult).where(CheckResult.submission_id.in_(part),
                                                                CheckResult.verifier != "fusion")):
                 details = dict(c.details or {})
@@ -195,8 +201,11 @@ def scorer_main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     store, db, models = _open()
     try:
+        from factloom.learn.continual import committed_since
+
+        _, watermark = committed_since(db, args.kb, None)
         version, metrics = train_scorer(store, db, kb=args.kb, models_dir=models, rank=args.rank,
-                                        epochs=args.epochs, seed=args.seed)
+                                        epochs=args.epochs, seed=args.seed, watermark=watermark)
     finally:
         store.close()
         db.dispose()

@@ -1,0 +1,255 @@
+"""Continual learning of the plausibility scorer: new committed facts are learned with Elastic Weight
+Consolidation against the active scorer, the candidate is gated and registered.
+
+One update of a kb (:func:`update_scorer`), as the ``learn`` task runs it:
+
+1. The kb's facts committed since its active scorer's watermark are read from the ledger. Fewer than
+   ``min_facts``: nothing to do. No active scorer yet: the first one is trained from scratch on the
+   graph's accepted facts (:func:`~factloom.learn.verification.train_scorer`).
+2. A tenth of the new facts is held out; the active scorer is loaded, its tables grow by the new
+   entities and relations (old rows unchanged), and it trains on the other new facts plus a
+   ``replay`` sample of the facts it knew, with the penalty
+   ``λ/2 · Σᵢ Fᵢ (θᵢ − θ*ᵢ)²`` anchored at the parent (:mod:`factloom.model.ewc`).
+3. Gates (:mod:`factloom.learn.gates`): filtered MRR on a fixed probe of the parent's facts at least
+   ``retention`` of the parent's; filtered MRR on the held-out new facts above the parent's.
+4. The candidate is saved with its consolidated Fisher (``F ← γ·F_parent + F_new``) beside the
+   artefact, and registered with its parent, watermark and gates: ``active`` when it passed, else a
+   ``candidate`` (a failed update) while the parent keeps serving.
+
+An update is idempotent by (parent, watermark): run twice on the same facts, the second finds the
+first's version and returns it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func, select
+
+from factloom.learn.gates import judge
+from factloom.learn.verification import corrupt, train_scorer
+from factloom.ledger import Database, FactSubmission, ModelVersion, Status, active_version, find_update
+from factloom.ledger import register_version as register
+
+__all__ = ["LearnConfig", "Outcome", "update_scorer", "committed_since", "scorer_due", "ewc_path", "filtered_mrr"]
+
+log = logging.getLogger(__name__)
+
+Triple = tuple[str, str, str]
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class LearnConfig:
+    """How a kb's models learn; the ``learn_*`` settings (``factloom/config.py``)."""
+
+    min_facts: int = 2000  # newly committed facts that start a scorer update (or a kb's first scorer)
+    min_feedback: int = 50  # new feedback answers that start a router / reasoner update
+    replay: int = 5000  # old facts (old questions) replayed beside the new ones
+    epochs: int = 10  # passes over the new facts
+    ewc_lambda: float = 10.0
+    ewc_gamma: float = 1.0
+    retention: float = 0.95
+    probe: int = 1000  # old facts (questions) in the retention probe
+    held_out: float = 0.1  # share of the new facts (questions) held out for the new-knowledge gate
+    seed: int = 0
+
+    @classmethod
+    def of(cls, settings: Any) -> LearnConfig:
+        return cls(min_facts=settings.learn_min_facts, min_feedback=settings.learn_min_feedback,
+                   replay=settings.learn_replay, epochs=settings.learn_epochs,
+                   ewc_lambda=settings.learn_ewc_lambda, ewc_gamma=settings.learn_ewc_gamma,
+                   retention=settings.learn_retention)
+
+
+@dataclass
+class Outcome:
+    """What one update did: ``skipped`` (too little new), ``done`` (already learned), ``first``,
+    ``promoted`` or ``failed`` (gates not passed; the candidate stays a candidate)."""
+
+    kb: str
+    kind: str
+    result: str
+    version: str | None = None
+    parent: str | None = None
+    new_items: int = 0
+    gates: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kb": self.kb, "kind": self.kind, "result": self.result, "version": self.version,
+                "parent": self.parent, "new_items": self.new_items, "gates": self.gates,
+                "seconds": round(self.seconds, 1)}
+
+
+def ewc_path(artefact: Path) -> Path:
+    """Where a version's anchor weights and Fisher information are kept: beside its artefact."""
+    return artefact.with_name(artefact.name + ".ewc")
+
+
+def watermark_of(version: ModelVersion | None) -> datetime | None:
+    """Facts committed after this instant are new to ``version`` (a hand-trained one: after its creation)."""
+    if version is None:
+        return None
+    return version.watermark or version.created_at
+
+
+def committed_since(db: Database, kb: str, after: datetime | None) -> tuple[list[Triple], datetime | None]:
+    """The distinct facts of ``kb`` committed after ``after`` (all where ``None``), and the latest
+    commit instant among them (the watermark of a version that learns them)."""
+    query = select(FactSubmission.subject, FactSubmission.predicate, FactSubmission.object,
+                   FactSubmission.committed_at).where(FactSubmission.kb == kb,
+                                                      FactSubmission.status == Status.committed)
+    if after is not None:
+        query = query.where(FactSubmission.committed_at > after)
+    with db.session() as session:
+        rows = session.execute(query).all()
+    triples = list(dict.fromkeys((s, p, o) for s, p, o, _ in rows))
+    latest = max((at for *_, at in rows if at is not None), default=None)
+    return triples, latest
+
+
+def scorer_due(db: Database, *, min_facts: int) -> list[str]:
+    """The kbs whose facts committed since their active scorer's watermark number ``min_facts`` or more."""
+    with db.session() as session:
+        kbs = list(session.scalars(select(FactSubmission.kb).distinct()))
+    due = []
+    for kb in kbs:
+        after = watermark_of(active_version(db, kind="scorer", kb=kb))
+        query = select(func.count()).select_from(FactSubmission).where(
+            FactSubmission.kb == kb, FactSubmission.status == Status.committed)
+        if after is not None:
+            query = query.where(FactSubmission.committed_at > after)
+        with db.session() as session:
+            if (session.scalar(query) or 0) >= min_facts:
+                due.append(kb)
+    return due
+
+
+def filtered_mrr(scorer: Any, triples: Sequence[Triple]) -> float:
+    """Mean reciprocal rank of each fact's tail and head among all entities, other known facts
+    removed (the link-prediction protocol); a fact the scorer cannot judge counts 0."""
+    if not triples:
+        return 0.0
+    total = 0.0
+    for row in scorer.features(list(triples)):
+        if row is not None:
+            total += 0.5 * (np.exp(-row["log_tail_rank"]) + np.exp(-row["log_head_rank"]))
+    return total / len(triples)
+
+
+def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config: LearnConfig,
+                  force: bool = False, progress: Progress | None = None) -> Outcome:
+    """One continual update of ``kb``'s scorer (the module's steps); ``force`` learns whatever is new,
+    however little."""
+    from factloom.model.ewc import ElasticWeights
+    from factloom.model.scorer import ComplExScorer
+
+    say = progress or (lambda text: log.info("learn scorer %s: %s", kb, text))
+    t0 = time.perf_counter()
+    parent = active_version(db, kind="scorer", kb=kb)
+    new, watermark = committed_since(db, kb, watermark_of(parent))
+    outcome = Outcome(kb, "scorer", "skipped", parent=parent.id if parent else None, new_items=len(new))
+    if watermark is None or len(new) < (1 if force else config.min_facts):
+        return outcome
+    done = find_update(db, kind="scorer", kb=kb, parent=outcome.parent, watermark=watermark)
+    if done is not None:
+        outcome.result, outcome.version, outcome.gates = "done", done.id, dict(done.gates or {})
+        return outcome
+    if parent is None:
+        say(f"first scorer, from {len(new)} committed facts")
+        version, metrics = train_scorer(store, db, kb=kb, models_dir=models_dir, progress=False,
+                                        watermark=watermark, negatives=_negatives_for(len(new)))
+        artefact = Path(_artefact(db, version))
+        scorer = ComplExScorer.load(artefact)
+        fisher = scorer.fisher(_sample(_known(scorer), config.replay, config.seed))
+        ElasticWeights.from_model(scorer.model, fisher, lam=config.ewc_lambda).save(ewc_path(artefact))
+        outcome.result, outcome.version, outcome.seconds = "first", version, time.perf_counter() - t0
+        return outcome
+
+    say(f"{len(new)} new facts since {watermark_of(parent)}; loading {parent.id}")
+    scorer = ComplExScorer.load(Path(parent.artefact))
+    old = _known(scorer)
+    probe = _sample(old, config.probe, config.seed)
+    rng = random.Random(config.seed)
+    shuffled = list(new)
+    rng.shuffle(shuffled)
+    n_held = min(1000, max(1, int(config.held_out * len(shuffled)))) if len(shuffled) > 1 else 0
+    held, learn = shuffled[:n_held], shuffled[n_held:]
+    parent_old, parent_new = filtered_mrr(scorer, probe), filtered_mrr(scorer, held)
+
+    anchor_file = ewc_path(Path(parent.artefact))
+    if anchor_file.exists():
+        ewc = ElasticWeights.load(anchor_file)
+        ewc.lam = config.ewc_lambda
+    else:  # a hand-trained parent: its Fisher from the facts it knew
+        say("computing the parent's Fisher information")
+        ewc = ElasticWeights.from_model(scorer.model, scorer.fisher(_sample(old, config.replay, config.seed)),
+                                        lam=config.ewc_lambda)
+    added = scorer.extend([x for s, _, o in learn for x in (s, o)], [p for _, p, _ in learn])
+    say(f"tables grown by {added[0]} entities, {added[1]} relations; training on {len(learn)} new "
+        f"+ {min(config.replay, len(old))} replayed facts")
+    replay = _sample(old, config.replay, config.seed + 1)
+    scorer.fit(learn + replay, epochs=config.epochs, seed=config.seed, progress=False, ewc=ewc, keep_known=True,
+               negatives=_negatives_for(len(scorer.entities)))
+    _calibrate(scorer, held or learn[:1000], rng)
+    cand_old, cand_new = filtered_mrr(scorer, probe), filtered_mrr(scorer, held)
+    gates = judge(metric="filtered_mrr", probe=(cand_old, parent_old, len(probe)),
+                  new=(cand_new, parent_new, len(held)), retention=config.retention)
+    say(f"gates: retention {cand_old:.4f} vs {parent_old:.4f}, new {cand_new:.4f} vs {parent_new:.4f} → "
+        f"{'passed' if gates['passed'] else 'failed'}")
+
+    models_dir.mkdir(parents=True, exist_ok=True)
+    artefact = models_dir / f"scorer-{kb}-{time.strftime('%Y%m%d%H%M%S')}-u.pt"
+    scorer.save(artefact)
+    ewc.consolidate(scorer.model, scorer.fisher(_sample(learn + replay, config.replay, config.seed)),
+                    gamma=config.ewc_gamma).save(ewc_path(artefact))
+    metrics = {"facts": len(scorer.known), "new_facts": len(new), "learned_facts": len(learn),
+               "replayed_facts": len(replay), "held_out_facts": len(held), "entities": len(scorer.entities),
+               "new_entities": added[0], "new_relations": added[1], "epochs": config.epochs,
+               "ewc_lambda": config.ewc_lambda, "ewc_gamma": config.ewc_gamma,
+               "train_seconds": round(time.perf_counter() - t0, 1)}
+    version = register(db, kind="scorer", kb=kb, artefact=artefact, metrics=metrics, parent=parent.id,
+                       watermark=watermark, gates=gates, activate=bool(gates["passed"]))
+    outcome.result = "promoted" if gates["passed"] else "failed"
+    outcome.version, outcome.gates, outcome.seconds = version, gates, time.perf_counter() - t0
+    return outcome
+
+
+def _negatives_for(entities: int) -> int | None:
+    """A sampled softmax where the full one over every entity would be slow (MetaQA's 43,000)."""
+    return 1000 if entities > 10_000 else None
+
+
+def _known(scorer: Any) -> list[Triple]:
+    names = {i: e for e, i in scorer.entities.items()}
+    rels = {i: r for r, i in scorer.relations.items()}
+    return [(names[int(h)], rels[int(r)], names[int(t)]) for h, r, t in scorer.known]
+
+
+def _sample(triples: Sequence[Triple], n: int, seed: int) -> list[Triple]:
+    return list(triples) if len(triples) <= n else random.Random(seed).sample(list(triples), n)
+
+
+def _calibrate(scorer: Any, facts: Sequence[Triple], rng: random.Random) -> None:
+    """Per-relation Platt calibration again: the raw scores moved. On held-out new facts and one
+    corrupted triple each (as :func:`~factloom.learn.verification.train_scorer` does)."""
+    known = set(_known(scorer)) | set(facts)
+    entities = list(scorer.entities)
+    fakes = corrupt(list(facts), entities, known, rng)
+    scorer.calibrate(list(facts) + fakes, [1] * len(facts) + [0] * len(fakes))
+
+
+def _artefact(db: Database, version: str) -> str:
+    with db.session() as session:
+        row = session.get(ModelVersion, version)
+        assert row is not None
+        return row.artefact
