@@ -6,6 +6,11 @@ Entities and relations are names; an unseen name makes :meth:`ComplExScorer.scor
 score: the filtered rank of the tail among all tails of ``(h, r, ?)`` and of the head among all heads
 of ``(?, r, t)`` (other known true facts removed), and how often the entities and the
 (relation, entity) pairs occur in the training facts.
+
+It learns incrementally: :meth:`ComplExScorer.extend` grows the vocabularies and tables for a new
+snapshot's names, :meth:`ComplExScorer.fit` continues training with an optional EWC penalty
+(:mod:`factloom.model.ewc`) and ``keep_known``, and :meth:`ComplExScorer.fisher` measures the Fisher
+that penalty needs.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from factloom.model.ewc import ElasticWeights, empirical_fisher, grow_embedding
 from factloom.verify.calibrate import Calibrator
 
 __all__ = ["ComplExScorer", "FEATURE_NAMES"]
@@ -123,22 +129,99 @@ class ComplExScorer:
                         for (s, p, o), k in zip(triples, keep, strict=True)], dtype=np.int64).reshape(-1, 3)
         return ids, keep
 
+    def extend(self, entities: Sequence[str], relations: Sequence[str]) -> tuple[int, int]:
+        """Add the names not known yet, growing the tables; returns (new entities, new relations).
+
+        New entity rows are appended, so old entity ids stay. The relation table holds the forward
+        rows, then the reciprocal ones (id ``r + n_rel``): with ``k`` new relations the reciprocal
+        block moves from ``n`` to ``n + k`` and the new reciprocal rows follow it,
+        ``[fwd_old, fwd_new, rec_old, rec_new]``. Every old row keeps its values bit-identically at its
+        (possibly new) position; an :class:`ElasticWeights` taken before is mapped onto the new layout by
+        :meth:`align`. The filtered-rank and frequency lookups are rebuilt for the new sizes.
+        """
+        new_ents = [e for e in dict.fromkeys(entities) if e not in self.entities]
+        new_rels = [r for r in dict.fromkeys(relations) if r not in self.relations]
+        n_rel, k = len(self.relations), len(new_rels)
+        if new_ents:
+            self.model.ent = grow_embedding(self.model.ent, len(new_ents))
+            self.entities.update((e, i) for i, e in enumerate(new_ents, len(self.entities)))
+        if new_rels:
+            grown = grow_embedding(self.model.rel, 2 * k)  # [fwd_old, rec_old, new_a, new_b]
+            order = torch.cat([torch.arange(n_rel), torch.arange(2 * n_rel, 2 * n_rel + k),
+                               torch.arange(n_rel, 2 * n_rel), torch.arange(2 * n_rel + k, 2 * n_rel + 2 * k)])
+            with torch.no_grad():
+                grown.weight.copy_(grown.weight[order])
+            self.model.rel = grown
+            self.relations.update((r, i) for i, r in enumerate(new_rels, n_rel))  # known: forward ids, unchanged
+        if new_ents or new_rels:
+            self._index()
+        return len(new_ents), len(new_rels)
+
+    def align(self, ewc: ElasticWeights) -> ElasticWeights:
+        """``ewc`` (taken when this scorer had fewer names) on the current table layout: entity rows are
+        a prefix; the old reciprocal relation rows move to ``n_rel + r`` as :meth:`extend` moved them.
+        Rows added since have no Fisher and their anchor is their current value."""
+        name = "rel.weight"
+        if name not in ewc.anchor or ewc.anchor[name].shape[0] == self.model.rel.weight.shape[0]:
+            return ewc
+        m, n = ewc.anchor[name].shape[0] // 2, len(self.relations)  # relations then and now
+        rows = torch.cat([torch.arange(m), torch.arange(n, n + m)])  # old row i -> new row rows[i]
+        anchor, fisher = dict(ewc.anchor), dict(ewc.fisher)
+        anchor[name] = self.model.rel.weight.detach().clone()
+        anchor[name][rows] = ewc.anchor[name]
+        fisher[name] = ewc.fisher[name].new_zeros(anchor[name].shape)
+        fisher[name][rows] = ewc.fisher[name]
+        return ElasticWeights(anchor, fisher, ewc.lam)
+
+    def _loss(self, b: torch.Tensor, negatives: int | None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Softmax cross-entropy of the tails of ``b`` (B, 3) and the N3 factors (B, R) it touched."""
+        tail = self.model.ent(b[:, 2])  # (B, 2R)
+        if negatives is None or negatives >= len(self.entities):
+            logits, parts = self.model.all_tails(b[:, 0], b[:, 1])
+            loss = torch.nn.functional.cross_entropy(logits, b[:, 2])
+        else:
+            qr, qi, parts = self.model.query(b[:, 0], b[:, 1])
+            neg = self.model.ent(torch.randint(len(self.entities), (negatives,)))  # (K, 2R)
+            own = (qr * tail[:, : self.rank] + qi * tail[:, self.rank :]).sum(-1, keepdim=True)  # (B, 1)
+            sampled = qr @ neg[:, : self.rank].T + qi @ neg[:, self.rank :].T  # (B, K)
+            loss = torch.nn.functional.cross_entropy(torch.cat([own, sampled], 1),
+                                                     torch.zeros(len(b), dtype=torch.long))
+        factors = [torch.sqrt(parts[0] ** 2 + parts[1] ** 2), torch.sqrt(parts[2] ** 2 + parts[3] ** 2),
+                   torch.sqrt(tail[:, : self.rank] ** 2 + tail[:, self.rank :] ** 2)]
+        return loss, factors
+
+    def _both(self, ids: np.ndarray) -> torch.Tensor:
+        """Facts (N, 3) and their reciprocals (t, r + n_rel, h): (2N, 3)."""
+        n_rel = len(self.relations)
+        return torch.from_numpy(np.concatenate([ids, np.stack([ids[:, 2], ids[:, 1] + n_rel, ids[:, 0]], 1)]))
+
     def fit(self, triples: Sequence[Triple], *, epochs: int = 50, batch_size: int = 1000, lr: float = 0.1,
-            reg: float = 5e-2, seed: int = 0, progress: bool = True, negatives: int | None = None) -> list[float]:
+            reg: float = 5e-2, seed: int = 0, progress: bool = True, negatives: int | None = None,
+            ewc: ElasticWeights | None = None, keep_known: bool = False) -> list[float]:
         """1-N softmax over all tails for (h, r) and (t, r⁻¹); N3 penalty on the factors. Returns epoch losses.
 
         ``negatives``: softmax over the true tail and that many entities sampled per batch instead of all
         entities — much cheaper on a large graph, a little less accurate.
+        ``ewc``: continue training an existing model with this penalty added to every batch's loss
+        (aligned to the current layout first, see :meth:`align`); the optimiser starts afresh.
+        ``keep_known``: the known facts (filtered ranks, frequency features) become the union of the
+        old known facts and ``triples`` instead of ``triples`` alone — for incremental updates.
         """
         torch.manual_seed(seed)
         ids, keep = self._ids(triples)
         ids = ids[keep]
-        self.known = ids
+        if keep_known and len(self.known):
+            both = np.concatenate([self.known, ids])
+            _, first = np.unique(both, axis=0, return_index=True)
+            self.known = both[np.sort(first)]
+        else:
+            self.known = ids
         self.hparams.update(epochs=epochs, batch_size=batch_size, lr=lr, reg=reg, seed=seed, negatives=negatives)
+        if ewc is not None:
+            self.hparams.update(ewc_lambda=ewc.lam)
+            ewc = self.align(ewc)
         self._index()
-        n_rel = len(self.relations)
-        both = np.concatenate([ids, np.stack([ids[:, 2], ids[:, 1] + n_rel, ids[:, 0]], 1)])  # (2N, 3)
-        data = torch.from_numpy(both)
+        data = self._both(ids)  # (2N, 3)
         opt = torch.optim.Adagrad(self.model.parameters(), lr=lr)
         losses: list[float] = []
         self.model.train()
@@ -147,27 +230,32 @@ class ComplExScorer:
             total = 0.0
             for i in range(0, len(perm), batch_size):
                 b = perm[i : i + batch_size]
-                tail = self.model.ent(b[:, 2])
-                if negatives is None or negatives >= len(self.entities):
-                    logits, parts = self.model.all_tails(b[:, 0], b[:, 1])
-                    loss = torch.nn.functional.cross_entropy(logits, b[:, 2])
-                else:
-                    qr, qi, parts = self.model.query(b[:, 0], b[:, 1])
-                    neg = self.model.ent(torch.randint(len(self.entities), (negatives,)))  # (K, 2R)
-                    own = (qr * tail[:, : self.rank] + qi * tail[:, self.rank :]).sum(-1, keepdim=True)  # (B, 1)
-                    sampled = qr @ neg[:, : self.rank].T + qi @ neg[:, self.rank :].T  # (B, K)
-                    loss = torch.nn.functional.cross_entropy(torch.cat([own, sampled], 1),
-                                                             torch.zeros(len(b), dtype=torch.long))
-                factors = [torch.sqrt(parts[0] ** 2 + parts[1] ** 2), torch.sqrt(parts[2] ** 2 + parts[3] ** 2),
-                           torch.sqrt(tail[:, : self.rank] ** 2 + tail[:, self.rank :] ** 2)]
+                loss, factors = self._loss(b, negatives)
                 n3 = sum(torch.sum(torch.abs(f) ** 3) for f in factors) / len(b)
+                objective = loss + reg * n3
+                if ewc is not None:
+                    objective = objective + ewc.penalty(self.model)
                 opt.zero_grad()
-                (loss + reg * n3).backward()
+                objective.backward()
                 opt.step()
                 total += float(loss.detach()) * len(b)
             losses.append(total / max(1, len(perm)))
         self.model.eval()
         return losses
+
+    def fisher(self, triples: Sequence[Triple], *, batch_size: int = 1000, max_facts: int | None = 20000,
+               seed: int = 0) -> dict[str, torch.Tensor]:
+        """Empirical Fisher (:func:`empirical_fisher`) of the 1-N softmax loss, both directions, on the
+        known-name ``triples`` or a sample of ``max_facts`` of them; no N3 term (it is a prior, not data)."""
+        ids, keep = self._ids(triples)
+        ids = ids[keep]
+        rng = np.random.default_rng(seed)
+        if max_facts is not None and len(ids) > max_facts:
+            ids = ids[rng.choice(len(ids), max_facts, replace=False)]
+        data = self._both(ids)  # (2N, 3)
+        data = data[torch.from_numpy(rng.permutation(len(data)))]
+        batches = [data[i : i + batch_size] for i in range(0, len(data), batch_size)]
+        return empirical_fisher(self.model, batches, lambda b: self._loss(b, None)[0])
 
     def raw_scores(self, triples: Sequence[Triple], batch_size: int = 4096) -> list[float | None]:
         """Mean of forward and reciprocal ComplEx scores, batched; ``None`` where a name is unseen."""
