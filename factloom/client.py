@@ -4,6 +4,8 @@
 >>> batch = client.submit([{"subject": "Blade Runner", "predicate": "directed_by", "object": "Ridley Scott"}])
 >>> client.query("who directed [Blade Runner]")["answers"][0]["name"]
 'Ridley Scott'
+>>> client.feedback("who directed [Blade Runner]", "Ridley Scott", correct=True)["count"]
+1
 """
 
 from __future__ import annotations
@@ -63,6 +65,26 @@ class Client:
     def query(self, question: str, kb: str = "default", top_k: int = 5, **extra: Any) -> dict[str, Any]:
         body = {"question": question, "kb": kb, "top_k": top_k, **extra}
         return self._call("POST", "/v1/query", json=body)  # type: ignore[no-any-return]
+
+    def feedback(
+        self, question: str, answer: str, correct: bool, *, kb: str = "default", expected: str | None = None,
+        reasoner_version: str | None = None,
+    ) -> dict[str, Any]:
+        """Say whether ``answer`` (a name as :meth:`query` returned it) answers ``question``; ``expected``,
+        with ``correct=False``, names the right one. ``{"count": 1, "ids": [ID]}``."""
+        item = {"question": question, "answer": answer, "correct": correct, "expected": expected,
+                "reasoner_version": reasoner_version}
+        return self.feedback_batch([item], kb=kb)
+
+    def feedback_batch(self, items: Sequence[dict[str, Any]], kb: str = "default") -> dict[str, Any]:
+        """Up to 1000 feedback items (question, answer, correct, expected?, reasoner_version?), all
+        recorded or, when any is invalid, none."""
+        return self._call("POST", "/v1/feedback", json={"kb": kb, "items": list(items)})  # type: ignore[no-any-return]
+
+    def feedback_list(self, kb: str | None = None, limit: int = 50) -> dict[str, Any]:
+        """The newest feedback, of ``kb`` or of all."""
+        params: dict[str, Any] = {"limit": limit, **({"kb": kb} if kb else {})}
+        return self._call("GET", "/v1/feedback", params=params)  # type: ignore[no-any-return]
 
     def review(self, **params: Any) -> dict[str, Any]:
         return self._call("GET", "/v1/review", params=params)  # type: ignore[no-any-return]

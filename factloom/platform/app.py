@@ -22,6 +22,7 @@ from factloom.config import Settings, get_settings
 from factloom.graph.errors import GraphUnavailable, InvalidGraphInput
 from factloom.platform.admin.routes import router as admin_router
 from factloom.platform.errors import PlatformError
+from factloom.platform.feedback.routes import router as feedback_router
 from factloom.platform.ingest.routes import router as ingest_router
 from factloom.platform.metrics import REGISTRY, REQUEST_SECONDS, LedgerCollector, scrape_registry
 from factloom.platform.models.routes import router as models_router
@@ -164,6 +165,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(ingest_router)
     app.include_router(review_router)
     app.include_router(query_router)
+    app.include_router(feedback_router)
     app.include_router(models_router)
     app.include_router(admin_router)
     return app

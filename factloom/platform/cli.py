@@ -290,6 +290,20 @@ def cmd_query(args: argparse.Namespace, settings: Settings) -> None:
     print(f"({', '.join(f'{k} {v:.0f} ms' for k, v in answer['timings_ms'].items())})")
 
 
+def cmd_feedback(args: argparse.Namespace, settings: Settings) -> None:
+    from factloom.client import ApiError
+
+    if args.expected and args.right:
+        sys.exit("error: --expected names the right answer to a wrong one; use it with --wrong")
+    try:
+        with _client(settings) as client:
+            done = client.feedback(args.question, args.answer, correct=args.right, kb=args.kb, expected=args.expected)
+    except ApiError as exc:
+        sys.exit(f"error: {exc}")
+    print(f"feedback {done['ids'][0]}: {args.answer!r} marked {'right' if args.right else 'wrong'}"
+          + (f", the right answer {args.expected!r}" if args.expected else ""))
+
+
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> None:
     script = REPO / "bench" / f"{args.name}.py"
     if not script.exists():
@@ -377,6 +391,15 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--top-k", type=int, default=5)
     query.add_argument("--json", action="store_true")
     query.set_defaults(func=cmd_query)
+    feedback = sub.add_parser("feedback", help="mark an answer right or wrong (the models learn from it)")
+    feedback.add_argument("question")
+    feedback.add_argument("answer", help="the answer's name, as 'query' printed it")
+    verdict = feedback.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--right", action="store_true")
+    verdict.add_argument("--wrong", action="store_true")
+    feedback.add_argument("--expected", metavar="NAME", help="with --wrong: the right answer's name")
+    feedback.add_argument("--kb", default=DEFAULT_KB)
+    feedback.set_defaults(func=cmd_feedback)
     bench = sub.add_parser("bench", help="run a benchmark from bench/ (ingest, query, kgqa, factcheck, …)")
     bench.add_argument("name")
     bench.add_argument("rest", nargs=argparse.REMAINDER)

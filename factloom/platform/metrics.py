@@ -20,8 +20,8 @@ from sqlalchemy import func, select
 
 from factloom.ledger import Database, FactSubmission
 
-__all__ = ["REGISTRY", "REQUEST_SECONDS", "INGESTED", "LedgerCollector", "MULTIPROC_ENV", "reset_multiprocess_dir",
-           "scrape_registry"]
+__all__ = ["REGISTRY", "REQUEST_SECONDS", "INGESTED", "FEEDBACK", "LedgerCollector", "MULTIPROC_ENV",
+           "reset_multiprocess_dir", "scrape_registry"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,8 @@ REQUEST_SECONDS = Histogram(
     registry=REGISTRY, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 INGESTED = Counter("factloom_ingested_facts", "Fact submissions accepted into the ledger", registry=REGISTRY)
+FEEDBACK = Counter("factloom_answer_feedback", "Answer feedback items recorded, by kb and whether the answer was right",
+                   ["kb", "correct"], registry=REGISTRY)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
