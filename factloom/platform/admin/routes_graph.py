@@ -1,24 +1,30 @@
-"""The graph explorer, the neighbourhood endpoint the graph canvases expand with, and the Ask page."""
+"""The graph explorer, the neighbourhood endpoint the graph canvases expand with, the Ask page and the
+✓ / ✗ feedback on its answers."""
 
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time
 from typing import Annotated, Any
+from urllib.parse import parse_qsl, urlencode
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Form, Query, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 
 from factloom.config import DEFAULT_KB
 from factloom.graph.explore import entity_facts, get_entity, neighbourhood, search_entities
 from factloom.graph.store import check_kb
-from factloom.platform.admin.auth import Reviewer
+from factloom.platform.admin.auth import AdminSession, Reviewer
 from factloom.platform.admin.batches import knowledge_bases
-from factloom.platform.admin.render import PREFIX, AdminRoute, render
+from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
 from factloom.platform.admin.visuals import answer_elements, neighbourhood_elements
 from factloom.platform.deps import ResourcesDep
 from factloom.platform.errors import BadRequest, NotFound, PlatformError
+from factloom.platform.feedback import service as feedback_service
+from factloom.platform.feedback.schemas import FeedbackItem
 from factloom.platform.query import service as query_service
 from factloom.platform.query.engine import get_engine, get_verbaliser
+from factloom.platform.resources import Resources
 
 __all__ = ["router", "parse_as_of"]
 
@@ -107,3 +113,57 @@ def ask(
     elements = answer_elements(result.answers, [s.name for s in result.seeds]) if result else []
     return render(request, "ask.html", question=question, kb=kb, as_of=as_of, hops=hops, top_k=top_k,
                   result=result, error=error, elements=elements, kbs=knowledge_bases(db=resources.db))
+
+
+# what the Ask page's own query string may carry back after a feedback post (never a URL of its own)
+_ASK_PARAMS = ("question", "kb", "as_of", "hops", "top_k")
+
+
+def _record_feedback(
+    me: AdminSession, resources: Resources, *, kb: str, question: str, answer: str, verdict: str, expected: str,
+    reasoner_version: str,
+) -> str:
+    """Record one ✓ or ✗ from the Ask page through the feedback service; the row's thank-you line."""
+    if verdict not in ("right", "wrong"):
+        raise BadRequest("mark the answer right or wrong")
+    correct = verdict == "right"
+    try:
+        item = FeedbackItem(
+            question=question, answer=answer, correct=correct,
+            # the right-answer box belongs to ✗: what was typed there before a ✓ is dropped
+            expected=None if correct or not expected.strip() else expected,
+            reasoner_version=reasoner_version.strip() or None,
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise BadRequest(f"{'.'.join(str(p) for p in first['loc']) or 'feedback'}: {first['msg']}") from None
+    kb = _kb(kb)
+    feedback_service.require_kb(store=resources.store, kb=kb)
+    feedback_service.record(db=resources.db, kb=kb, items=[item], actor=me.actor)
+    return f"thanks: marked {verdict}" + (f" (right answer: {item.expected})" if item.expected else "")
+
+
+@router.post("/ask/feedback")
+def ask_feedback(
+    request: Request, me: Reviewer, resources: ResourcesDep, question: Annotated[str, Form()],
+    answer: Annotated[str, Form()], verdict: Annotated[str, Form()], kb: Annotated[str, Form()] = DEFAULT_KB,
+    expected: Annotated[str, Form()] = "", reasoner_version: Annotated[str, Form()] = "",
+    back: Annotated[str, Form()] = "",
+) -> Response:
+    """The form post of a ✓ or ✗ without scripts: back to the same question, with the thank-you line."""
+    message = _record_feedback(me, resources, kb=kb, question=question, answer=answer, verdict=verdict,
+                               expected=expected, reasoner_version=reasoner_version)
+    kept = [(k, v) for k, v in parse_qsl(back) if k in _ASK_PARAMS]
+    return flash(request, redirect(f"{PREFIX}/ask?{urlencode(kept)}"), message)
+
+
+@router.post("/api/feedback")
+def ask_feedback_api(
+    me: Reviewer, resources: ResourcesDep, question: Annotated[str, Form()], answer: Annotated[str, Form()],
+    verdict: Annotated[str, Form()], kb: Annotated[str, Form()] = DEFAULT_KB, expected: Annotated[str, Form()] = "",
+    reasoner_version: Annotated[str, Form()] = "",
+) -> JSONResponse:
+    """The same, for the page script: the row shows the answer's message in place of its buttons."""
+    message = _record_feedback(me, resources, kb=kb, question=question, answer=answer, verdict=verdict,
+                               expected=expected, reasoner_version=reasoner_version)
+    return JSONResponse({"message": message}, status_code=201)

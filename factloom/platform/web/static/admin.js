@@ -85,4 +85,38 @@
       }
     });
   }
+
+  // ask: ✓ / ✗ beside an answer records feedback in place (without scripts the form posts and the
+  // page comes back with the same question)
+  document.querySelectorAll("form.feedback[data-api]").forEach(function (form) {
+    form.addEventListener("submit", function (event) {
+      var button = event.submitter;
+      if (!button || !window.fetch) return;
+      event.preventDefault();
+      if (form.dataset.sent) return;
+      form.dataset.sent = "1";
+      var status = form.querySelector(".fb-status");
+      var csrf = document.querySelector('meta[name="csrf-token"]');
+      var body = new URLSearchParams(new FormData(form));
+      body.set("verdict", button.value);
+      fetch(form.dataset.api, {
+        method: "POST", credentials: "same-origin", body: body,
+        headers: { Accept: "application/json", "X-CSRF-Token": csrf ? csrf.content : "" }
+      }).then(function (response) {
+        return response.json().catch(function () { return {}; }).then(function (data) {
+          if (!response.ok) throw new Error(data.detail || ("HTTP " + response.status));
+          return data;
+        });
+      }).then(function (data) {
+        form.querySelectorAll("button, details").forEach(function (el) { el.hidden = true; });
+        status.classList.remove("error");
+        status.textContent = data.message || "thanks";
+        status.focus();
+      }, function (error) {
+        delete form.dataset.sent;
+        status.classList.add("error");
+        status.textContent = "not recorded: " + error.message;
+      });
+    });
+  });
 })();
