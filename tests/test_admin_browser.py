@@ -256,3 +256,37 @@ def test_graph_explorer_and_ask(
     assert page.evaluate("document.getElementById('ask-graph')._cy.edges('.hl').length") >= 1
     page.screenshot(path=str(OUT / "admin-ask.png"), full_page=True)
     page.close()
+
+
+def test_ask_marks_answers_right_or_wrong_in_place(
+    browser: Any, settings: Settings, people: dict[str, str], claims: dict[str, str], db: Database,
+) -> None:
+    from sqlalchemy import select
+
+    from factloom.ledger import AnswerFeedback
+
+    page = sign_in(browser, settings, "ui-reviewer", people["ui-reviewer"],
+                   f"/admin/ask?kb={KB}&question=" + "which films did [Ridley Scott] direct".replace(" ", "+"))
+    url = page.url
+    # ✗ with the right answer typed under it: the row thanks in place of its buttons, the page stays
+    alien = page.locator("#answers li:has(.name:text-is('Alien'))")
+    alien.locator("summary").click()
+    alien.locator("input[name=expected]").fill("Aliens")
+    alien.locator("button[value=wrong]").click()
+    status = alien.locator(".fb-status")
+    assert poll("the ✗ recorded", lambda: "thanks: marked wrong (right answer: Aliens)" in status.inner_text())
+    assert alien.locator("button[value=wrong]").is_hidden() and alien.locator("button[value=right]").is_hidden()
+    # ✓ from the keyboard
+    blade = page.locator("#answers li:has(.name:text-is('Blade Runner'))")
+    blade.locator("button[value=right]").focus()
+    page.keyboard.press("Enter")
+    assert poll("the ✓ recorded", lambda: blade.locator(".fb-status").inner_text() == "thanks: marked right")
+    assert page.url == url
+    page.screenshot(path=str(OUT / "admin-ask-feedback.png"), full_page=True)
+    with db.session() as session:
+        rows = session.scalars(select(AnswerFeedback).where(AnswerFeedback.actor == "user:ui-reviewer")).all()
+        assert sorted((r.kb, r.question, r.answer, r.correct, r.expected) for r in rows) == [
+            (KB, "which films did [Ridley Scott] direct", "Alien", False, "Aliens"),
+            (KB, "which films did [Ridley Scott] direct", "Blade Runner", True, None),
+        ]
+    page.close()
