@@ -21,8 +21,8 @@ KB = "chk-train"
 GENRES = ["Drama", "Comedy", "Horror", "Western"]
 
 
-def post(api: httpx.Client, rows: list[dict[str, Any]]) -> str:
-    response = api.post("/v1/facts", json={"kb": KB, "facts": rows})
+def post(api: httpx.Client, rows: list[dict[str, Any]], kb: str = KB) -> str:
+    response = api.post("/v1/facts", json={"kb": kb, "facts": rows})
     assert response.status_code == 202, response.text
     return str(response.json()["batch_id"])
 
@@ -38,7 +38,7 @@ def checked(api: httpx.Client, sid: str, timeout: float = 90.0) -> dict[str, Any
 
 
 def checked_with(api: httpx.Client, db: Database, row: tuple[str, str, str], key: str, verifier: str,
-                 version: str, settings: Settings) -> dict[str, Any]:
+                 version: str, settings: Settings, kb: str = KB) -> dict[str, Any]:
     """Submit fresh copies of a claim until one is checked with ``version`` (the registry is re-read
     every ``registry_refresh_s``); fails when that takes longer than two refresh periods."""
     deadline = time.monotonic() + 2 * settings.registry_refresh_s + 30
@@ -46,7 +46,7 @@ def checked_with(api: httpx.Client, db: Database, row: tuple[str, str, str], key
     while True:
         attempt += 1
         rows = [{**facts([row], source="probe")[0], "key": f"{key}-{attempt}"}]
-        (sid,) = submission_ids(db, post(api, rows))
+        (sid,) = submission_ids(db, post(api, rows, kb))
         item = checked(api, sid)
         found = next((c for c in item["checks"] if c["verifier"] == verifier), None)
         if found and found["model_version"] == version:

@@ -142,7 +142,7 @@ def filtered_mrr(scorer: Any, triples: Sequence[Triple]) -> float:
     total = 0.0
     for row in scorer.features(list(triples)):
         if row is not None:
-            total += 0.5 * (np.exp(-row["log_tail_rank"]) + np.exp(-row["log_head_rank"]))
+            total += 0.5 * float(np.exp(-row["log_tail_rank"]) + np.exp(-row["log_head_rank"]))
     return total / len(triples)
 
 
@@ -194,7 +194,8 @@ def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config
         say("computing the parent's Fisher information")
         ewc = ElasticWeights.from_model(scorer.model, scorer.fisher(_sample(old, config.replay, config.seed)),
                                         lam=config.ewc_lambda)
-    added = scorer.extend([x for s, _, o in learn for x in (s, o)], [p for _, p, _ in learn])
+    # every new name gets a row, a held-out fact's too: the gate then asks what the update taught about it
+    added = scorer.extend([x for s, _, o in shuffled for x in (s, o)], [p for _, p, _ in shuffled])
     say(f"tables grown by {added[0]} entities, {added[1]} relations; training on {len(learn)} new "
         f"+ {min(config.replay, len(old))} replayed facts")
     replay = _sample(old, config.replay, config.seed + 1)

@@ -33,11 +33,12 @@ class Gate:
 
     @property
     def passed(self) -> bool:
-        return self.value > self.threshold if self.strict else self.value >= self.threshold
+        return bool(self.value > self.threshold if self.strict else self.value >= self.threshold)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "value": round(self.value, 4), "parent": round(self.parent, 4),
-                "threshold": round(self.threshold, 4), "items": self.items, "passed": self.passed}
+        # plain floats: the record is JSON in the ledger (numpy's scalars are not)
+        return {"metric": self.metric, "value": round(float(self.value), 4), "parent": round(float(self.parent), 4),
+                "threshold": round(float(self.threshold), 4), "items": int(self.items), "passed": self.passed}
 
 
 def judge(*, metric: str, probe: tuple[float, float, int], new: tuple[float, float, int],

@@ -344,7 +344,8 @@ def train_kb(kinds: Sequence[str], *, store: Neo4jStore, embedder: Embedder, db:
         if isinstance(model, PathReasoner):
             metrics["train_hits_at_1_by_readout"] = choose_readout(model, train, features, seed=seed)
             metrics["readout"] = model.config.readout
-            metrics["dev_hits_at_1"] = round(hits_at_1(model, dev, features), 4)
+            if dev:
+                metrics["dev_hits_at_1"] = round(hits_at_1(model, dev, features), 4)
         artefact = home / "models" / f"{kind}-{job.kb}-{int(time.time())}.pt"
         save_model(model, artefact, kb=job.kb, metrics=metrics)
         versions[kind] = register_version(db, kind=kind, kb=job.kb, artefact=artefact, metrics=metrics,
