@@ -127,6 +127,8 @@ class Settings(BaseSettings):
     admin_cookie_secure: bool = False
     admin_page_size: int = 50  # rows per review-queue page
 
+    # MetaQA training questions per hop set posted as answer feedback on the demo kb (its learned models)
+    demo_feedback_questions: int = 500
     demo_kb_path: Path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "metaqa" / "kb.txt"
 
     @property

@@ -117,10 +117,18 @@ def committed_since(db: Database, kb: str, after: datetime | None) -> tuple[list
     return triples, latest
 
 
+# a kb whose checks are still running waits for them (its graph is still moving, and the checks need
+# the cores) until this many times ``min_facts`` are new: a kb that is never quiet still learns
+BUSY_FACTOR = 10
+
+
 def scorer_due(db: Database, *, min_facts: int) -> list[str]:
-    """The kbs whose facts committed since their active scorer's watermark number ``min_facts`` or more."""
+    """The kbs whose facts committed since their active scorer's watermark number ``min_facts`` or
+    more, and, while submissions of the kb still wait for their checks, ``BUSY_FACTOR`` times that."""
     with db.session() as session:
         kbs = list(session.scalars(select(FactSubmission.kb).distinct()))
+        busy = set(session.scalars(select(FactSubmission.kb).distinct().where(
+            FactSubmission.status.in_([Status.pending, Status.checking]))))
     due = []
     for kb in kbs:
         after = watermark_of(active_version(db, kind="scorer", kb=kb))
@@ -129,7 +137,7 @@ def scorer_due(db: Database, *, min_facts: int) -> list[str]:
         if after is not None:
             query = query.where(FactSubmission.committed_at > after)
         with db.session() as session:
-            if (session.scalar(query) or 0) >= min_facts:
+            if (session.scalar(query) or 0) >= min_facts * (BUSY_FACTOR if kb in busy else 1):
                 due.append(kb)
     return due
 

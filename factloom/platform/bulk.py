@@ -1,8 +1,9 @@
-"""Bulk ingest through the real API: batches posted with a progress bar, then waited for."""
+"""Bulk ingest through the real API: batches posted with a progress bar, then waited for; answer
+feedback posted the same way."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -11,7 +12,7 @@ from tqdm import tqdm
 
 from factloom.client import Client, read_facts
 
-__all__ = ["BulkResult", "ingest_facts", "ingest_file"]
+__all__ = ["BulkResult", "ingest_facts", "ingest_file", "post_feedback"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,3 +68,15 @@ def ingest_file(
     return ingest_facts(
         client, facts, kb=kb, batch_size=batch_size, wait=wait, total=len(facts), show=show,
     )
+
+
+def post_feedback(client: Client, items: Sequence[dict[str, Any]], *, kb: str, batch_size: int = 1000,
+                  show: bool = True) -> int:
+    """Post feedback items (question, answer, correct, expected?) in batches, with a progress bar;
+    returns how many were recorded."""
+    recorded = 0
+    with tqdm(total=len(items), desc="feedback", unit="answer", disable=not show) as bar:
+        for chunk in _chunks(items, batch_size):
+            recorded += int(client.feedback_batch(chunk, kb=kb)["count"])
+            bar.update(len(chunk))
+    return recorded

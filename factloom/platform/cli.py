@@ -61,7 +61,9 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> None:
     print("starting API, workers and beat …", flush=True)
     services.start_app(settings)
     if not args.no_demo:
-        _load_demo(settings, Path(args.demo) if args.demo else settings.demo_kb_path)
+        demo = Path(args.demo) if args.demo else settings.demo_kb_path
+        _load_demo(settings, demo)
+        _demo_feedback(settings, demo.parent)
     bolt = settings.neo4j_uri
     print(
         f"\nFactLoom is up.\n  API        {settings.base_url}  (OpenAPI: {settings.base_url}/docs)\n"
@@ -103,6 +105,31 @@ def _load_demo(settings: Settings, path: Path) -> None:
     with _client(settings) as client:
         result = ingest_file(client, str(path), kb=DEFAULT_KB, source="metaqa-wikimovies")
     print(f"demo knowledge: {result.submitted} submitted, verdicts {result.counts}")
+
+
+def _demo_feedback(settings: Settings, data_dir: Path) -> None:
+    """MetaQA's training questions (beside the demo KB) as answers marked right, once: the learner
+    trains the demo kb's router and reasoner from them, as it would from people's feedback."""
+    from factloom.learn.qa import load_questions
+    from factloom.platform.bulk import post_feedback
+
+    sets = [n for n in ("1hop", "2hop", "3hop") if (data_dir / f"qa_{n}_dev.txt").exists()]
+    if not sets or settings.demo_feedback_questions <= 0:
+        return
+    with _client(settings) as client:
+        if client.feedback_list(kb=DEFAULT_KB, limit=1)["items"]:
+            print(f"demo feedback: '{DEFAULT_KB}' has answer feedback already")
+            return
+        items = []
+        for name in sets:
+            questions = load_questions("metaqa", data_dir, name, "train")[:settings.demo_feedback_questions]
+            items += [{"question": qa.question, "answer": answer, "correct": True}
+                      for qa in questions for answer in qa.answers]
+        print(f"demo feedback: {len(items)} right answers to MetaQA training questions "
+              f"({settings.demo_feedback_questions} per set of {', '.join(sets)}) …", flush=True)
+        post_feedback(client, items, kb=DEFAULT_KB)
+    print("demo feedback: the learner trains the demo kb's router and reasoner from it within minutes "
+          "('factloom status' shows them active)")
 
 
 def cmd_down(args: argparse.Namespace, settings: Settings) -> None:
