@@ -67,7 +67,8 @@ def test_the_learner_gives_a_kb_its_scorer_then_learns_new_entities_with_ewc(
     load(api, kb, films(60, 90))  # 30 films the scorer has never seen
     new, _ = committed_since(db, kb, first.watermark)
     assert len(new) == 60
-    enqueue_learn(kb, "scorer", force=True)
+    asked = api.post("/v1/models/learn", json={"kb": kb, "kind": "scorer"})  # as 'factloom learn' asks
+    assert asked.status_code == 202 and asked.json() == {"kb": kb, "kind": "scorer", "new": 60}, asked.text
     update = wait_version(db, "scorer", kb, lambda v: v.parent == first.id)
     gates = update.gates or {}
     assert gates["passed"] is True and update.status == "active", gates
@@ -75,6 +76,8 @@ def test_the_learner_gives_a_kb_its_scorer_then_learns_new_entities_with_ewc(
     assert gates["retention"]["value"] >= 0.95 * gates["retention"]["parent"] > 0
     assert (update.metrics or {})["new_entities"] == 30 and ewc_path_of(update).exists()
     assert active_version(db, kind="scorer", kb=kb).id == update.id  # type: ignore[union-attr]
+    nothing = api.post("/v1/models/learn", json={"kb": kb, "kind": "scorer"})
+    assert nothing.status_code == 409 and "nothing to learn" in nothing.json()["detail"]
     # the check workers swap it in: the plausibility verifier judges a claim about a new film
     item = checked_with(api, db, ("Film 70", "has_genre", "Comedy"), f"{kb}-probe", "plausibility", update.id,
                         settings, kb=kb)

@@ -39,7 +39,8 @@ from factloom.learn.verification import corrupt, train_scorer
 from factloom.ledger import Database, FactSubmission, ModelVersion, Status, active_version, find_update
 from factloom.ledger import register_version as register
 
-__all__ = ["LearnConfig", "Outcome", "update_scorer", "committed_since", "scorer_due", "ewc_path", "filtered_mrr"]
+__all__ = ["LearnConfig", "Outcome", "update_scorer", "committed_since", "new_facts", "scorer_due", "ewc_path",
+           "filtered_mrr"]
 
 log = logging.getLogger(__name__)
 
@@ -122,24 +123,26 @@ def committed_since(db: Database, kb: str, after: datetime | None) -> tuple[list
 BUSY_FACTOR = 10
 
 
+def new_facts(db: Database, kb: str) -> int:
+    """How many of ``kb``'s submissions were committed since its active scorer's watermark (all
+    committed ones where it has no scorer)."""
+    after = watermark_of(active_version(db, kind="scorer", kb=kb))
+    query = select(func.count()).select_from(FactSubmission).where(
+        FactSubmission.kb == kb, FactSubmission.status == Status.committed)
+    if after is not None:
+        query = query.where(FactSubmission.committed_at > after)
+    with db.session() as session:
+        return int(session.scalar(query) or 0)
+
+
 def scorer_due(db: Database, *, min_facts: int) -> list[str]:
-    """The kbs whose facts committed since their active scorer's watermark number ``min_facts`` or
-    more, and, while submissions of the kb still wait for their checks, ``BUSY_FACTOR`` times that."""
+    """The kbs with ``min_facts`` or more :func:`new_facts`, and, while submissions of the kb still
+    wait for their checks, ``BUSY_FACTOR`` times that."""
     with db.session() as session:
         kbs = list(session.scalars(select(FactSubmission.kb).distinct()))
         busy = set(session.scalars(select(FactSubmission.kb).distinct().where(
             FactSubmission.status.in_([Status.pending, Status.checking]))))
-    due = []
-    for kb in kbs:
-        after = watermark_of(active_version(db, kind="scorer", kb=kb))
-        query = select(func.count()).select_from(FactSubmission).where(
-            FactSubmission.kb == kb, FactSubmission.status == Status.committed)
-        if after is not None:
-            query = query.where(FactSubmission.committed_at > after)
-        with db.session() as session:
-            if (session.scalar(query) or 0) >= min_facts * (BUSY_FACTOR if kb in busy else 1):
-                due.append(kb)
-    return due
+    return [kb for kb in kbs if new_facts(db, kb) >= min_facts * (BUSY_FACTOR if kb in busy else 1)]
 
 
 def filtered_mrr(scorer: Any, triples: Sequence[Triple]) -> float:

@@ -42,7 +42,7 @@ from factloom.model.pipeline import load_model, save_model
 from factloom.model.reasoner import PathReasoner
 from factloom.model.router import RelationRouter
 
-__all__ = ["feedback_since", "questions_from", "reasoner_due", "update_reasoner"]
+__all__ = ["feedback_since", "questions_from", "new_feedback", "reasoner_due", "update_reasoner"]
 
 log = logging.getLogger(__name__)
 
@@ -78,20 +78,21 @@ def questions_from(rows: Sequence[Row]) -> list[QA]:
             if any(said.values())]
 
 
+def new_feedback(db: Database, kb: str) -> int:
+    """How many answers of ``kb`` were marked since its active reasoner learned (all, without one)."""
+    after = watermark_of(active_version(db, kind="reasoner", kb=kb))
+    query = select(func.count()).select_from(AnswerFeedback).where(AnswerFeedback.kb == kb)
+    if after is not None:
+        query = query.where(AnswerFeedback.created_at > after)
+    with db.session() as session:
+        return int(session.scalar(query) or 0)
+
+
 def reasoner_due(db: Database, *, min_feedback: int) -> list[str]:
-    """The kbs with ``min_feedback`` or more answers marked since their active reasoner learned."""
+    """The kbs with ``min_feedback`` or more :func:`new_feedback`."""
     with db.session() as session:
         kbs = list(session.scalars(select(AnswerFeedback.kb).distinct()))
-    due = []
-    for kb in kbs:
-        after = watermark_of(active_version(db, kind="reasoner", kb=kb))
-        query = select(func.count()).select_from(AnswerFeedback).where(AnswerFeedback.kb == kb)
-        if after is not None:
-            query = query.where(AnswerFeedback.created_at > after)
-        with db.session() as session:
-            if (session.scalar(query) or 0) >= min_feedback:
-                due.append(kb)
-    return due
+    return [kb for kb in kbs if new_feedback(db, kb) >= min_feedback]
 
 
 def update_reasoner(store: Any, embedder: Any, db: Database, *, kb: str, models_dir: Path, config: LearnConfig,

@@ -8,6 +8,7 @@ import os
 import runpy
 import sys
 from pathlib import Path
+from typing import Any
 
 from factloom.config import DEFAULT_KB, Settings, get_settings
 
@@ -239,8 +240,51 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> None:
         print("no model versions registered" + (" that match" if args.kind or args.kb else
                                                 "; train one with 'factloom train NAME'"))
     for row in rows:
-        print(f"{row.status:<8} {row.kind:<9} {str(row.kb):<14} {row.id:<48} "
-              f"{row.created_at:%Y-%m-%d %H:%M}")
+        print(f"{row.status:<11} {row.kind:<9} {str(row.kb):<14} {row.id:<48} "
+              f"{row.created_at:%Y-%m-%d %H:%M}  {_gates_line(row)}")
+
+
+def _gates_line(row: Any) -> str:
+    """``from PARENT, gates passed: retention 0.41 ≥ 0.39, new_knowledge 0.33 > 0.12`` (empty for a
+    version trained by hand)."""
+    gates = dict(row.gates or {})
+    if "passed" not in gates:
+        return ""
+    shown = [f"{name} {g['value']:.3f} {'≥' if name == 'retention' else '>'} {g['threshold']:.3f}"
+             for name, g in gates.items() if isinstance(g, dict)]
+    return f"from {row.parent}, gates {'passed' if gates['passed'] else 'FAILED'}: {', '.join(shown)}"
+
+
+def cmd_learn(args: argparse.Namespace, settings: Settings) -> None:
+    import time
+
+    from factloom.ledger import Database, list_versions
+    from factloom.platform.errors import PlatformError
+    from factloom.platform.models import service
+
+    db = Database(settings.sql_url)
+    try:
+        before = {v.id for v in list_versions(db, kind=args.kind, kb=args.kb, limit=500)}
+        try:
+            new = service.request_update(db=db, kb=args.kb, kind=args.kind)
+        except PlatformError as exc:
+            sys.exit(f"error: {exc.detail}")
+        what = "committed facts" if args.kind == "scorer" else "marked answers"
+        print(f"queued: the learner updates kb {args.kb!r}'s {args.kind} from {new} new {what}")
+        if not args.wait:
+            print(f"follow it with 'factloom models list --kb {args.kb} --kind {args.kind}'")
+            return
+        deadline = time.monotonic() + args.timeout
+        while not (found := [v for v in list_versions(db, kind=args.kind, kb=args.kb, limit=20)
+                             if v.id not in before]):
+            if time.monotonic() > deadline:
+                sys.exit(f"no new {args.kind} after {args.timeout:.0f} s; see the learner's log in "
+                         f"{settings.home / 'logs'}")
+            time.sleep(2)
+        row = found[0]
+        print(f"{row.id}: {row.status}  {_gates_line(row)}")
+    finally:
+        db.dispose()
 
 
 def cmd_users(args: argparse.Namespace, settings: Settings) -> None:
@@ -391,6 +435,12 @@ def build_parser() -> argparse.ArgumentParser:
     mactivate = mcommands.add_parser("activate", help="serve this version for its kind and kb from now on")
     mactivate.add_argument("version")
     mactivate.set_defaults(func=cmd_models)
+    learn = sub.add_parser("learn", help="update a kb's scorer (new facts) or reasoner (feedback) now, on the learner")
+    learn.add_argument("--kb", default=DEFAULT_KB)
+    learn.add_argument("--kind", choices=["scorer", "reasoner"], default="scorer")
+    learn.add_argument("--wait", action="store_true", help="wait for the candidate and print its gates")
+    learn.add_argument("--timeout", type=float, default=3600.0, help="how long --wait waits, in seconds")
+    learn.set_defaults(func=cmd_learn)
     ingest = sub.add_parser("ingest", help="submit facts from a JSONL, CSV or TSV file")
     ingest.add_argument("file")
     ingest.add_argument("--kb", default=DEFAULT_KB)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from factloom.platform.deps import AdminKey, DbDep
 from factloom.platform.models import service
-from factloom.platform.models.schemas import ModelPage, ModelVersionOut
+from factloom.platform.models.schemas import LearnQueued, LearnRequest, ModelPage, ModelVersionOut
 
 __all__ = ["router"]
 
@@ -28,3 +28,12 @@ def list_models(
 def activate(version: str, principal: AdminKey, db: DbDep) -> ModelVersionOut:
     """Serve ``version`` for its kind and kb; the one active before retires (a swap or a rollback)."""
     return ModelVersionOut.of(service.activate(db=db, version=version, actor=f"key:{principal.name}"))
+
+
+@router.post("/models/learn", response_model=LearnQueued, status_code=202)
+def learn(body: LearnRequest, _: AdminKey, db: DbDep) -> LearnQueued:
+    """Queue a continual update of the kb's ``scorer`` (from facts committed since it learned) or
+    ``reasoner`` (from answer feedback) now, without waiting for ``learn_min_facts``; 409 when
+    nothing is new. The learner registers the candidate with its gates (``GET /v1/models``)."""
+    new = service.request_update(db=db, kb=body.kb, kind=body.kind)
+    return LearnQueued(kb=body.kb, kind=body.kind, new=new)

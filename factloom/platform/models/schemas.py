@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from factloom.ledger import ModelVersion
+from factloom.platform.ingest.schemas import KbName
 
-__all__ = ["ModelVersionOut", "ModelPage"]
+__all__ = ["ModelVersionOut", "ModelPage", "LearnRequest", "LearnQueued"]
 
 
 class ModelVersionOut(BaseModel):
@@ -34,3 +35,14 @@ class ModelVersionOut(BaseModel):
 
 class ModelPage(BaseModel):
     items: list[ModelVersionOut]
+
+
+class LearnRequest(BaseModel):
+    kb: KbName
+    kind: Literal["scorer", "reasoner"] = "scorer"
+
+
+class LearnQueued(BaseModel):
+    kb: str
+    kind: str
+    new: int  # facts committed (scorer) or answers marked (reasoner) since the active version learned
