@@ -87,7 +87,7 @@ class Settings(BaseSettings):
     # first scorer once it holds that many), its router and reasoner once ``learn_min_feedback``
     # answers were marked right or wrong since theirs
     learn_period_s: float = 60.0
-    learn_min_facts: int = 1000
+    learn_min_facts: int = 2000
     learn_min_feedback: int = 50
     learn_replay: int = 5000  # old facts (or old feedback questions) replayed beside the new ones
     learn_epochs: int = 10  # passes over the new facts in a scorer update

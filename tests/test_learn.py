@@ -19,8 +19,8 @@ from factloom.graph import Neo4jStore
 from factloom.learn.continual import LearnConfig, committed_since, ewc_path, scorer_due, update_scorer
 from factloom.learn.feedback import questions_from, reasoner_due
 from factloom.ledger import Database, ModelVersion, active_version, list_versions
-from factloom.platform.services import Service, services
-from factloom.workers.learning import lock_name
+from factloom.platform.services import RedisService, Service, services
+from factloom.workers.learning import held, lock_name
 from factloom.workers.tasks import enqueue_learn
 from tests.test_check_train import checked_with
 from tests.test_platform import facts, wait_batch
@@ -190,3 +190,14 @@ def test_a_learner_killed_mid_update_leaves_the_active_version_serving_and_the_n
     enqueue_learn(kb, "scorer", force=True)  # the next period's retry
     update = wait_version(db, "scorer", kb, lambda v: v.parent == first.id)
     assert update.status in ("active", "candidate") and (update.gates or {}).get("passed") is not None
+
+
+def test_an_update_lock_is_renewed_while_held_and_free_after(redis_service: RedisService, settings: Settings) -> None:
+    client = redis.Redis.from_url(settings.redis_url)
+    with held(client, "factloom:test-lock", ttl_s=1.0) as mine:
+        assert mine
+        with held(client, "factloom:test-lock", ttl_s=1.0) as other:
+            assert not other  # one holder at a time
+        time.sleep(2.5)  # past its ttl: renewed meanwhile
+        assert client.exists("factloom:test-lock")
+    assert not client.exists("factloom:test-lock")

@@ -29,7 +29,8 @@ KINDS = ("scorer", "reasoner")  # what an update learns: the scorer, or the rout
 @contextlib.contextmanager
 def held(client: redis.Redis, name: str, ttl_s: float) -> Iterator[bool]:
     """Yield whether the lock ``name`` was taken (without waiting); while held, renew it every ttl/3."""
-    lock = client.lock(name, timeout=ttl_s)
+    # not thread-local: the renewing thread must see the token the acquiring one got
+    lock = client.lock(name, timeout=ttl_s, thread_local=False)
     if not lock.acquire(blocking=False):
         yield False
         return
@@ -37,8 +38,10 @@ def held(client: redis.Redis, name: str, ttl_s: float) -> Iterator[bool]:
 
     def renew() -> None:
         while not stop.wait(ttl_s / 3):
-            with contextlib.suppress(redis.RedisError):
+            try:
                 lock.reacquire()
+            except redis.RedisError:
+                log.warning("could not renew the lock %s", name, exc_info=True)
 
     thread = threading.Thread(target=renew, name=f"renew {name}", daemon=True)
     thread.start()
