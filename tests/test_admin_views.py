@@ -278,15 +278,23 @@ def test_admin_sees_model_versions_and_activates_an_older_one(client: TestClient
     (tmp_path / "1").write_bytes(b"a scorer")
     older = register_version(db, kind="scorer", kb="views", artefact=tmp_path / "1", metrics={"valid_accuracy": 0.81})
     newer = register_version(db, kind="scorer", kb="views", artefact=tmp_path / "2", metrics={"valid_accuracy": 0.83})
+    gates = {"passed": False, "retention": {"metric": "filtered_mrr", "value": 0.3, "parent": 0.4, "threshold": 0.38,
+                                            "items": 1000, "passed": False},
+             "new_knowledge": {"metric": "filtered_mrr", "value": 0.2, "parent": 0.0, "threshold": 0.0,
+                               "items": 100, "passed": True}}
+    failed = register_version(db, kind="scorer", kb="views", artefact=tmp_path / "1", metrics={}, parent=newer,
+                              gates=gates, activate=False)  # a learner's update that failed its gates
     csrf = _sign_in(client, "ada", "admin-pass-1")
     page = client.get("/admin/models", params={"kb": "views"})
-    assert page.status_code == 200 and older in page.text and newer in page.text
-    assert "valid accuracy 0.83" in page.text and page.text.count(">Activate</button>") == 1
+    assert page.status_code == 200 and older in page.text and newer in page.text and failed in page.text
+    assert "valid accuracy 0.83" in page.text and page.text.count(">Activate</button>") == 2
+    assert ">failed<" in page.text and "retention 0.3 ≥ 0.38" in page.text and f"↑ {newer}" in page.text
     forged = client.post(f"/admin/models/{older}/activate", data={"csrf": "made-up"})
     assert forged.status_code == 403
     done = client.post(f"/admin/models/{older}/activate", data={"csrf": csrf}, follow_redirects=True)
     assert done.status_code == 200 and f"{older} is now the active scorer of views" in done.text
-    assert {v.id: v.status for v in list_versions(db, kb="views")} == {older: "active", newer: "retired"}
+    assert {v.id: v.status for v in list_versions(db, kb="views")} == {older: "active", newer: "retired",
+                                                                         failed: "candidate"}
     assert client.post("/admin/models/nothing/activate", data={"csrf": csrf}).status_code == 404
     gone = client.post(f"/admin/models/{newer}/activate", data={"csrf": csrf})  # its file was never written
     assert gone.status_code == 409 and "is gone" in gone.text
