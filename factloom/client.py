@@ -86,6 +86,19 @@ class Client:
         params: dict[str, Any] = {"limit": limit, **({"kb": kb} if kb else {})}
         return self._call("GET", "/v1/feedback", params=params)  # type: ignore[no-any-return]
 
+    def models(self, kind: str | None = None, kb: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """Registered model versions, newest first (admin scope), with their parent, watermark and gates."""
+        params = {k: v for k, v in (("kind", kind), ("kb", kb), ("limit", limit)) if v is not None}
+        return list(self._call("GET", "/v1/models", params=params)["items"])
+
+    def learn(self, kb: str = "default", kind: str = "scorer") -> dict[str, Any]:
+        """Queue a continual update of ``kb``'s ``kind`` now (admin scope); ``{"kb", "kind", "new"}``."""
+        return self._call("POST", "/v1/models/learn", json={"kb": kb, "kind": kind})  # type: ignore[no-any-return]
+
+    def unlearned(self, kb: str = "default", kind: str = "scorer") -> int:
+        """How many committed facts (answers marked) ``kb``'s active ``kind`` has not learned yet."""
+        return int(self._call("GET", "/v1/models/learn", params={"kb": kb, "kind": kind})["new"])
+
     def review(self, **params: Any) -> dict[str, Any]:
         return self._call("GET", "/v1/review", params=params)  # type: ignore[no-any-return]
 

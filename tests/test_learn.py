@@ -67,6 +67,7 @@ def test_the_learner_gives_a_kb_its_scorer_then_learns_new_entities_with_ewc(
     load(api, kb, films(60, 90))  # 30 films the scorer has never seen
     new, _ = committed_since(db, kb, first.watermark)
     assert len(new) == 60
+    assert api.get("/v1/models/learn", params={"kb": kb, "kind": "scorer"}).json()["new"] == 60
     asked = api.post("/v1/models/learn", json={"kb": kb, "kind": "scorer"})  # as 'factloom learn' asks
     assert asked.status_code == 202 and asked.json() == {"kb": kb, "kind": "scorer", "new": 60}, asked.text
     update = wait_version(db, "scorer", kb, lambda v: v.parent == first.id)

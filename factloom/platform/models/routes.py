@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from factloom.platform.deps import AdminKey, DbDep
+from factloom.platform.ingest.schemas import KbName
 from factloom.platform.models import service
 from factloom.platform.models.schemas import LearnQueued, LearnRequest, ModelPage, ModelVersionOut
 
@@ -37,3 +38,11 @@ def learn(body: LearnRequest, _: AdminKey, db: DbDep) -> LearnQueued:
     nothing is new. The learner registers the candidate with its gates (``GET /v1/models``)."""
     new = service.request_update(db=db, kb=body.kb, kind=body.kind)
     return LearnQueued(kb=body.kb, kind=body.kind, new=new)
+
+
+@router.get("/models/learn", response_model=LearnQueued)
+def unlearned(_: AdminKey, db: DbDep, kb: KbName, kind: Literal["scorer", "reasoner"] = "scorer") -> LearnQueued:
+    """How much the kb's active ``kind`` has not learned yet: facts committed (scorer) or answers
+    marked (reasoner) since its watermark. The beat's plan queues an update once that reaches
+    ``learn_min_facts`` (``learn_min_feedback``)."""
+    return LearnQueued(kb=kb, kind=kind, new=service.unlearned(db=db, kb=kb, kind=kind))

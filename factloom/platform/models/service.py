@@ -5,7 +5,7 @@ from __future__ import annotations
 from factloom.ledger import Database, ModelVersion, activate_version, list_versions
 from factloom.platform.errors import Conflict, NotFound
 
-__all__ = ["list_models", "activate", "request_update", "LEARNABLE"]
+__all__ = ["list_models", "activate", "unlearned", "request_update", "LEARNABLE"]
 
 # what an update learns: ``scorer`` from new committed facts, ``reasoner`` (with the kb's first
 # router) from new answer feedback
@@ -28,16 +28,23 @@ def activate(*, db: Database, version: str, actor: str) -> ModelVersion:
         raise Conflict(str(exc)) from exc
 
 
-def request_update(*, db: Database, kb: str, kind: str) -> int:
-    """Queue an update of ``kind`` for ``kb`` on the learner, however little is new; returns how
-    many new facts (or feedback answers) it will learn. Nothing new: :class:`Conflict`."""
+def unlearned(*, db: Database, kb: str, kind: str) -> int:
+    """How many facts committed (``scorer``) or answers marked (``reasoner``) ``kb``'s active ``kind``
+    has not learned yet."""
     from factloom.learn.continual import new_facts
     from factloom.learn.feedback import new_feedback
-    from factloom.workers.tasks import enqueue_learn
 
     if kind not in LEARNABLE:
         raise Conflict(f"nothing to learn called {kind!r}; known: {', '.join(LEARNABLE)}")
-    new = new_facts(db, kb) if kind == "scorer" else new_feedback(db, kb)
+    return new_facts(db, kb) if kind == "scorer" else new_feedback(db, kb)
+
+
+def request_update(*, db: Database, kb: str, kind: str) -> int:
+    """Queue an update of ``kind`` for ``kb`` on the learner, however little is new; returns how
+    many new facts (or feedback answers) it will learn. Nothing new: :class:`Conflict`."""
+    from factloom.workers.tasks import enqueue_learn
+
+    new = unlearned(db=db, kb=kb, kind=kind)
     if not new:
         what = "facts committed" if kind == "scorer" else "answers marked"
         raise Conflict(f"kb {kb!r} has no {what} since its active {kind} learned: nothing to learn")
