@@ -70,7 +70,7 @@ def test_the_learner_gives_a_kb_its_scorer_then_learns_new_entities_with_ewc(
     assert api.get("/v1/models/learn", params={"kb": kb, "kind": "scorer"}).json()["new"] == 60
     asked = api.post("/v1/models/learn", json={"kb": kb, "kind": "scorer"})  # as 'factloom learn' asks
     assert asked.status_code == 202 and asked.json() == {"kb": kb, "kind": "scorer", "new": 60}, asked.text
-    update = wait_version(db, "scorer", kb, lambda v: v.parent == first.id)
+    update = wait_version(db, "scorer", kb, lambda v: v.parent == first.id and bool(v.gates))
     gates = update.gates or {}
     assert gates["passed"] is True and update.status == "active", gates
     assert gates["new_knowledge"]["value"] > gates["new_knowledge"]["parent"] == 0.0  # the parent abstained
@@ -140,7 +140,7 @@ def test_feedback_through_the_api_teaches_the_router_and_reasoner(
 
     mark(30, 60)
     enqueue_learn(kb, "reasoner", force=True)
-    update = wait_version(db, "reasoner", kb, lambda v: v.parent == first.id, timeout=300)
+    update = wait_version(db, "reasoner", kb, lambda v: v.parent == first.id and bool(v.gates), timeout=300)
     gates = update.gates or {}
     assert set(gates) == {"passed", "retention", "new_knowledge"}
     assert gates["retention"]["items"] == 60 and gates["new_knowledge"]["items"] == 6  # a tenth held out
@@ -181,7 +181,11 @@ def test_a_learner_killed_mid_update_leaves_the_active_version_serving_and_the_n
     finally:
         slow.stop()
     assert active_version(db, kind="scorer", kb=kb).id == first.id  # type: ignore[union-attr]
-    assert [v.id for v in list_versions(db, kind="scorer", kb=kb)] == [first.id]
+    # the dead update's row: a candidate that says where it was, with no gates, that cannot serve
+    (dead, _) = list_versions(db, kind="scorer", kb=kb)
+    assert dead.status == "candidate" and dead.parent == first.id and not dead.gates
+    assert (dead.metrics or {})["progress"].startswith("tables grown")  # training when it was killed
+    assert api.post(f"/v1/models/{dead.id}/activate").status_code == 409
     deadline = time.monotonic() + 3 * settings.learn_lock_ttl_s
     while locks.exists(lock_name(kb, "scorer")):  # nobody renews it any more
         assert time.monotonic() < deadline, "the dead worker's lock never expired"
@@ -189,7 +193,8 @@ def test_a_learner_killed_mid_update_leaves_the_active_version_serving_and_the_n
 
     live["learner"].start()
     enqueue_learn(kb, "scorer", force=True)  # the next period's retry
-    update = wait_version(db, "scorer", kb, lambda v: v.parent == first.id)
+    update = wait_version(db, "scorer", kb, lambda v: v.parent == first.id and bool(v.gates))
+    assert update.id == dead.id  # the retry took the dead update's row over
     assert update.status in ("active", "candidate") and (update.gates or {}).get("passed") is not None
 
 

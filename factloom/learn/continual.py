@@ -36,11 +36,20 @@ from sqlalchemy import func, select
 
 from factloom.learn.gates import judge
 from factloom.learn.verification import corrupt, train_scorer
-from factloom.ledger import Database, FactSubmission, ModelVersion, Status, active_version, find_update
-from factloom.ledger import register_version as register
+from factloom.ledger import (
+    Database,
+    FactSubmission,
+    ModelVersion,
+    Status,
+    active_version,
+    find_update,
+    finish_update,
+    note_progress,
+    start_update,
+)
 
-__all__ = ["LearnConfig", "Outcome", "update_scorer", "committed_since", "new_facts", "scorer_due", "ewc_path",
-           "filtered_mrr"]
+__all__ = ["LearnConfig", "Outcome", "Progress", "reporter", "update_scorer", "committed_since", "new_facts",
+           "scorer_due", "ewc_path", "filtered_mrr"]
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +195,10 @@ def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config
         outcome.result, outcome.version, outcome.seconds = "first", version, time.perf_counter() - t0
         return outcome
 
+    models_dir.mkdir(parents=True, exist_ok=True)
+    artefact = models_dir / f"scorer-{kb}-{time.strftime('%Y%m%d%H%M%S')}-u.pt"
+    version = start_update(db, kind="scorer", kb=kb, parent=parent.id, watermark=watermark, artefact=artefact)
+    say = reporter(db, version, say)
     say(f"{len(new)} new facts since {watermark_of(parent)}; loading {parent.id}")
     scorer = ComplExScorer.load(Path(parent.artefact))
     old = _known(scorer)
@@ -219,8 +232,7 @@ def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config
     say(f"gates: retention {cand_old:.4f} vs {parent_old:.4f}, new {cand_new:.4f} vs {parent_new:.4f} → "
         f"{'passed' if gates['passed'] else 'failed'}")
 
-    models_dir.mkdir(parents=True, exist_ok=True)
-    artefact = models_dir / f"scorer-{kb}-{time.strftime('%Y%m%d%H%M%S')}-u.pt"
+    say("saving the candidate and its Fisher information")
     scorer.save(artefact)
     scorer.align(ewc).consolidate(scorer.model, scorer.fisher(_sample(learn + replay, config.replay, config.seed)),
                                   gamma=config.ewc_gamma).save(ewc_path(artefact))
@@ -229,11 +241,18 @@ def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config
                "new_entities": added[0], "new_relations": added[1], "epochs": config.epochs,
                "ewc_lambda": config.ewc_lambda, "ewc_gamma": config.ewc_gamma,
                "train_seconds": round(time.perf_counter() - t0, 1)}
-    version = register(db, kind="scorer", kb=kb, artefact=artefact, metrics=metrics, parent=parent.id,
-                       watermark=watermark, gates=gates, activate=bool(gates["passed"]))
+    finish_update(db, version, metrics=metrics, gates=gates)
     outcome.result = "promoted" if gates["passed"] else "failed"
     outcome.version, outcome.gates, outcome.seconds = version, gates, time.perf_counter() - t0
     return outcome
+
+
+def reporter(db: Database, version: str, log_it: Progress) -> Progress:
+    """Progress to the log and to the candidate's registry row."""
+    def say(text: str) -> None:
+        log_it(text)
+        note_progress(db, version, text)
+    return say
 
 
 def _negatives_for(entities: int) -> int | None:

@@ -31,11 +31,10 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from factloom.learn.continual import LearnConfig, Outcome, Progress, ewc_path, watermark_of
+from factloom.learn.continual import LearnConfig, Outcome, Progress, ewc_path, reporter, watermark_of
 from factloom.learn.gates import judge
 from factloom.learn.qa import QA, Job, fit, hits_at_1, prepare, train_kb
-from factloom.ledger import AnswerFeedback, Database, active_version, find_update
-from factloom.ledger import register_version as register
+from factloom.ledger import AnswerFeedback, Database, active_version, find_update, finish_update, start_update
 from factloom.model.ewc import ElasticWeights, empirical_fisher
 from factloom.model.features import RelationFeatures, Sample, collate
 from factloom.model.pipeline import load_model, save_model
@@ -118,6 +117,10 @@ def update_reasoner(store: Any, embedder: Any, db: Database, *, kb: str, models_
         outcome.result, outcome.version, outcome.seconds = "first", versions["reasoner"], time.perf_counter() - t0
         return outcome
 
+    artefact = models_dir / f"reasoner-{kb}-{time.strftime('%Y%m%d%H%M%S')}-u.pt"
+    version = start_update(db, kind="reasoner", kb=kb, parent=parent.id, watermark=watermark, artefact=artefact)
+    say = reporter(db, version, say)
+    say(f"loading {parent.id}")
     reasoner = load_model(Path(parent.artefact))
     if not isinstance(reasoner, PathReasoner):
         raise ValueError(f"{parent.id}'s artefact {parent.artefact} holds no reasoner")
@@ -149,6 +152,7 @@ def update_reasoner(store: Any, embedder: Any, db: Database, *, kb: str, models_
         ewc.lam = config.ewc_lambda
     else:
         ewc = ElasticWeights.from_model(reasoner, _fisher(reasoner, replay or learn, features), lam=config.ewc_lambda)
+    say(f"training on {len(learn)} new and {len(replay)} replayed questions")
     fit(reasoner, learn + replay, features, epochs=config.epochs, seed=config.seed, show=False, ewc=ewc)
     cand_old, cand_new = _hits(reasoner, probe, features), _hits(reasoner, held, features)
     gates = judge(metric="hits_at_1", probe=(cand_old, parent_old, len(probe)),
@@ -156,7 +160,7 @@ def update_reasoner(store: Any, embedder: Any, db: Database, *, kb: str, models_
     say(f"gates: retention {cand_old:.3f} vs {parent_old:.3f}, new {cand_new:.3f} vs {parent_new:.3f} → "
         f"{'passed' if gates['passed'] else 'failed'}")
 
-    artefact = models_dir / f"reasoner-{kb}-{time.strftime('%Y%m%d%H%M%S')}-u.pt"
+    say("saving the candidate and its Fisher information")
     metrics = {"feedback": len(rows), "learned_questions": len(learn), "replayed_questions": len(replay),
                "held_out_questions": len(held), "probe_questions": len(probe), "epochs": config.epochs,
                "ewc_lambda": config.ewc_lambda, "router": router_row.id if router_row else None,
@@ -164,8 +168,7 @@ def update_reasoner(store: Any, embedder: Any, db: Database, *, kb: str, models_
     save_model(reasoner, artefact, kb=kb, metrics=metrics)
     ewc.consolidate(reasoner, _fisher(reasoner, learn + replay, features),
                     gamma=config.ewc_gamma).save(ewc_path(artefact))
-    version = register(db, kind="reasoner", kb=kb, artefact=artefact, metrics=metrics, parent=parent.id,
-                       watermark=watermark, gates=gates, activate=bool(gates["passed"]))
+    finish_update(db, version, metrics=metrics, gates=gates)
     outcome.result = "promoted" if gates["passed"] else "failed"
     outcome.version, outcome.gates, outcome.seconds = version, gates, time.perf_counter() - t0
     return outcome

@@ -8,8 +8,11 @@ from factloom.ledger.registry import (
     active_version,
     active_versions,
     find_update,
+    finish_update,
     list_versions,
+    note_progress,
     register_version,
+    start_update,
 )
 from factloom.ledger.tables import (
     AnswerFeedback,
@@ -28,5 +31,6 @@ from factloom.ledger.tables import (
 __all__ = [
     "AnswerFeedback", "ApiKey", "AuditEvent", "Base", "CheckResult", "Database", "FactSubmission", "IngestBatch",
     "ModelVersion", "ReviewDecision", "Status", "VersionStatus", "activate_version", "active_version",
-    "active_versions", "find_update", "list_versions", "register_version",
+    "active_versions", "find_update", "finish_update", "list_versions", "note_progress", "register_version",
+    "start_update",
 ]

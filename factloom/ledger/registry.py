@@ -19,7 +19,8 @@ from sqlalchemy import select
 from factloom.ledger.db import Database
 from factloom.ledger.tables import AuditEvent, ModelVersion, VersionStatus
 
-__all__ = ["active_versions", "active_version", "register_version", "find_update", "list_versions", "activate_version"]
+__all__ = ["active_versions", "active_version", "register_version", "find_update", "start_update", "note_progress",
+           "finish_update", "list_versions", "activate_version"]
 
 
 def active_versions(db: Database, kinds: Iterable[str]) -> dict[tuple[str, str], tuple[str, str]]:
@@ -54,12 +55,58 @@ def register_version(db: Database, *, kind: str, kb: str, artefact: Path, metric
     return version
 
 
+def _update_rows(session: Any, kind: str, kb: str, parent: str | None, watermark: datetime) -> list[ModelVersion]:
+    return list(session.scalars(select(ModelVersion).where(
+        ModelVersion.kind == kind, ModelVersion.kb == kb, ModelVersion.watermark == watermark,
+        ModelVersion.parent.is_(None) if parent is None else ModelVersion.parent == parent)))
+
+
 def find_update(db: Database, *, kind: str, kb: str, parent: str | None, watermark: datetime) -> ModelVersion | None:
-    """The version already learned from ``parent`` up to ``watermark``, if any: an update is idempotent."""
+    """The finished version already learned from ``parent`` up to ``watermark``, if any: an update is
+    idempotent. One still in progress (or whose worker died) is not finished: it has no gate result."""
     with db.session() as session:
-        return session.scalars(select(ModelVersion).where(
-            ModelVersion.kind == kind, ModelVersion.kb == kb, ModelVersion.watermark == watermark,
-            ModelVersion.parent.is_(None) if parent is None else ModelVersion.parent == parent)).first()
+        return next((r for r in _update_rows(session, kind, kb, parent, watermark) if "passed" in (r.gates or {})),
+                    None)
+
+
+def start_update(db: Database, *, kind: str, kb: str, parent: str, watermark: datetime, artefact: Path) -> str:
+    """The ``candidate`` row an update from ``parent`` up to ``watermark`` reports its progress in
+    (``metrics["progress"]``) until :func:`finish_update`; an unfinished one of the same update (its
+    worker died) is taken over. ``artefact`` is where the candidate will be saved: until it is, the
+    row cannot be activated."""
+    with db.session() as session:
+        unfinished = [r for r in _update_rows(session, kind, kb, parent, watermark) if "passed" not in (r.gates or {})]
+        if unfinished:
+            row = unfinished[0]
+            row.artefact, row.metrics = str(artefact), {"progress": "restarted"}
+            return row.id
+        version = f"{kind}-{kb}-{time.strftime('%Y%m%d%H%M%S')}-{random.randrange(16**4):04x}"
+        session.add(ModelVersion(id=version, kind=kind, kb=kb, artefact=str(artefact), metrics={"progress": "started"},
+                                 gates={}, status=VersionStatus.candidate.value, traffic_share=0.0, parent=parent,
+                                 watermark=watermark))
+    return version
+
+
+def note_progress(db: Database, version: str, progress: str) -> None:
+    """What the update behind ``version`` is doing now, for ``factloom models list`` and the admin UI."""
+    with db.session() as session:
+        row = session.get(ModelVersion, version)
+        if row is not None:
+            row.metrics = {**(row.metrics or {}), "progress": progress}
+
+
+def finish_update(db: Database, version: str, *, metrics: dict[str, Any], gates: dict[str, Any]) -> None:
+    """Record the update's figures and gates; a candidate that passed becomes the active version
+    (the previous active one retires), one that failed stays a ``candidate``."""
+    with db.session() as session:
+        row = session.get(ModelVersion, version)
+        if row is None:
+            raise LookupError(f"no model version {version!r}")
+        row.metrics, row.gates = metrics, gates
+        if gates.get("passed"):
+            assert row.kb is not None
+            _retire(session, row.kind, row.kb)
+            row.status, row.traffic_share = VersionStatus.active.value, 1.0
 
 
 def active_version(db: Database, *, kind: str, kb: str) -> ModelVersion | None:

@@ -249,7 +249,8 @@ def _gates_line(row: Any) -> str:
     version trained by hand)."""
     gates = dict(row.gates or {})
     if "passed" not in gates:
-        return ""
+        progress = (row.metrics or {}).get("progress")
+        return f"from {row.parent}, learning: {progress}" if row.parent and progress else ""
     shown = [f"{name} {g['value']:.3f} {'≥' if name == 'retention' else '>'} {g['threshold']:.3f}"
              for name, g in gates.items() if isinstance(g, dict)]
     return f"from {row.parent}, gates {'passed' if gates['passed'] else 'FAILED'}: {', '.join(shown)}"
