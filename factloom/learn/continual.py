@@ -49,7 +49,7 @@ from factloom.ledger import (
 )
 
 __all__ = ["LearnConfig", "Outcome", "Progress", "reporter", "update_scorer", "committed_since", "new_facts",
-           "scorer_due", "ewc_path", "filtered_mrr"]
+           "scorer_due", "ewc_path", "filtered_mrr", "nothing_to_learn"]
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +166,17 @@ def filtered_mrr(scorer: Any, triples: Sequence[Triple]) -> float:
     return total / len(triples)
 
 
+def nothing_to_learn(db: Database, outcome: Outcome, watermark: datetime | None, minimum: int) -> bool:
+    """Whether an update has nothing to train: fewer than ``minimum`` new items (``outcome`` stays
+    ``skipped``), or a finished version learned them from the same parent already (``done``, idempotence)."""
+    if watermark is None or outcome.new_items < minimum:
+        return True
+    done = find_update(db, kind=outcome.kind, kb=outcome.kb, parent=outcome.parent, watermark=watermark)
+    if done is not None:
+        outcome.result, outcome.version, outcome.gates = "done", done.id, dict(done.gates or {})
+    return done is not None
+
+
 def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config: LearnConfig,
                   force: bool = False, progress: Progress | None = None) -> Outcome:
     """One continual update of ``kb``'s scorer (the module's steps); ``force`` learns whatever is new,
@@ -178,12 +189,9 @@ def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config
     parent = active_version(db, kind="scorer", kb=kb)
     new, watermark = committed_since(db, kb, watermark_of(parent))
     outcome = Outcome(kb, "scorer", "skipped", parent=parent.id if parent else None, new_items=len(new))
-    if watermark is None or len(new) < (1 if force else config.min_facts):
+    if nothing_to_learn(db, outcome, watermark, 1 if force else config.min_facts):
         return outcome
-    done = find_update(db, kind="scorer", kb=kb, parent=outcome.parent, watermark=watermark)
-    if done is not None:
-        outcome.result, outcome.version, outcome.gates = "done", done.id, dict(done.gates or {})
-        return outcome
+    assert watermark is not None  # something is new
     if parent is None:
         say(f"first scorer, from {len(new)} committed facts")
         version, metrics = train_scorer(store, db, kb=kb, models_dir=models_dir, progress=False,

@@ -31,10 +31,18 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from factloom.learn.continual import LearnConfig, Outcome, Progress, ewc_path, reporter, watermark_of
+from factloom.learn.continual import (
+    LearnConfig,
+    Outcome,
+    Progress,
+    ewc_path,
+    nothing_to_learn,
+    reporter,
+    watermark_of,
+)
 from factloom.learn.gates import judge
 from factloom.learn.qa import QA, Job, fit, hits_at_1, prepare, train_kb
-from factloom.ledger import AnswerFeedback, Database, active_version, find_update, finish_update, start_update
+from factloom.ledger import AnswerFeedback, Database, active_version, finish_update, start_update
 from factloom.model.ewc import ElasticWeights, empirical_fisher
 from factloom.model.features import RelationFeatures, Sample, collate
 from factloom.model.pipeline import load_model, save_model
@@ -102,12 +110,9 @@ def update_reasoner(store: Any, embedder: Any, db: Database, *, kb: str, models_
     parent = active_version(db, kind="reasoner", kb=kb)
     rows, watermark = feedback_since(db, kb, watermark_of(parent))
     outcome = Outcome(kb, "reasoner", "skipped", parent=parent.id if parent else None, new_items=len(rows))
-    if watermark is None or len(rows) < (1 if force else config.min_feedback):
+    if nothing_to_learn(db, outcome, watermark, 1 if force else config.min_feedback):
         return outcome
-    done = find_update(db, kind="reasoner", kb=kb, parent=outcome.parent, watermark=watermark)
-    if done is not None:
-        outcome.result, outcome.version, outcome.gates = "done", done.id, dict(done.gates or {})
-        return outcome
+    assert watermark is not None  # something is new
     new = questions_from(rows)
     if parent is None:
         say(f"first router and reasoner, from {len(new)} feedback questions")
