@@ -4,11 +4,12 @@ Consolidation against the active scorer, the candidate is gated and registered.
 One update of a kb (:func:`update_scorer`), as the ``learn`` task runs it:
 
 1. The kb's facts committed since its active scorer's watermark are read from the ledger. Fewer than
-   ``min_facts``: nothing to do. No active scorer yet: the first one is trained from scratch on the
-   graph's accepted facts (:func:`~factloom.learn.verification.train_scorer`).
+   ``min_facts`` (or checks still running, :func:`scorer_due`): nothing to do. No active scorer yet:
+   the first one is trained from scratch on the graph's accepted facts
+   (:func:`~factloom.learn.verification.train_scorer`).
 2. A tenth of the new facts is held out; the active scorer is loaded, its tables grow by the new
-   entities and relations (old rows unchanged), and it trains on the other new facts plus a
-   ``replay`` sample of the facts it knew, with the penalty
+   entities and relations (old rows unchanged), and it trains on the other new facts plus as many
+   replayed facts it knew (``replay`` at least), with the penalty
    ``λ/2 · Σᵢ Fᵢ (θᵢ − θ*ᵢ)²`` anchored at the parent (:mod:`factloom.model.ewc`).
 3. Gates (:mod:`factloom.learn.gates`): filtered MRR on a fixed probe of the parent's facts at least
    ``retention`` of the parent's; filtered MRR on the held-out new facts above the parent's.
