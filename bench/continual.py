@@ -166,9 +166,10 @@ def run_set(name: str, snaps: list[Snapshot], args: argparse.Namespace) -> dict[
             if arm == "retrain" or i == 0:
                 if base is None:
                     scorer = ComplExScorer(snap.entities, snap.relations, rank=args.rank)
-                    scorer.fit(seen_train + snap.train, epochs=args.epochs, lr=args.lr, seed=args.seed, **fit)
+                    losses = scorer.fit(seen_train + snap.train, epochs=args.epochs, lr=args.lr, seed=args.seed, **fit)
                     base = scorer, time.perf_counter() - t0
-                scorer, seconds = copy.deepcopy(base[0]), base[1]
+                    results[arm].setdefault("losses", []).append([round(x, 4) for x in losses])
+                scorer, seconds = (base[0] if arm == "retrain" else copy.deepcopy(base[0])), base[1]
                 if arm == "ewc":
                     t1 = time.perf_counter()
                     fisher = scorer.fisher(snap.train, max_facts=args.fisher_facts, seed=args.seed)
@@ -216,6 +217,8 @@ def summarise(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "forgetting_per_snapshot": [round(d, 4) for d in drops],
             "train_seconds": [round(s, 1) for s in seconds], "train_seconds_total": round(sum(seconds), 1),
         }
+        if "losses" in res:  # re-training's epoch losses per snapshot: flat at the end = converged
+            out["epoch_losses"] = res["losses"]
         if retrain is not None:
             ratios = [s / r for s, r in zip(seconds[1:], retrain["seconds"][1:], strict=True)]
             out["time_ratio"] = round(sum(seconds[1:]) / max(sum(retrain["seconds"][1:]), 1e-9), 4)
@@ -266,13 +269,13 @@ def main() -> None:
     p.add_argument("--snapshots", type=int, default=5, help="learn only the first N (a quick check)")
     p.add_argument("--rank", type=int, default=100)
     p.add_argument("--epochs", type=int, default=10, help="re-training (and snapshot 0) epochs")
-    p.add_argument("--update-epochs", type=int, default=3, help="fine-tune / EWC epochs per snapshot")
+    p.add_argument("--update-epochs", type=int, default=5, help="fine-tune / EWC epochs per snapshot")
     p.add_argument("--lr", type=float, default=0.1, help="Adagrad, re-training")
     p.add_argument("--update-lr", type=float, default=0.1, help="Adagrad, updates (a fresh optimiser each)")
     p.add_argument("--reg", type=float, default=5e-2, help="N3 weight")
     p.add_argument("--negatives", type=int, default=1000, help="sampled softmax; 0 = all entities")
     p.add_argument("--batch", type=int, default=1000)
-    p.add_argument("--lam", type=float, default=10.0, help="EWC λ (Fisher normalised to max 1)")
+    p.add_argument("--lam", type=float, default=1.0, help="EWC λ (Fisher normalised to max 1)")
     p.add_argument("--gamma", type=float, default=1.0, help="online EWC decay of older Fishers")
     p.add_argument("--replay", type=int, default=5000, help="old training facts replayed per EWC update")
     p.add_argument("--fisher-facts", type=int, default=2000, help="facts sampled for each Fisher")
