@@ -90,19 +90,22 @@ def test_trust_and_fusion_labels_on_postgres(postgres_url: str) -> None:
     migrate_sql(postgres_url)
     pg = Database(postgres_url)
     try:
-        rows = [FactIn(subject=f"S{i}", predicate="p", object="o", source="pg-src") for i in range(3)]
+        rows = [FactIn(subject=f"S{i}", predicate="p", object="o", source="pg-src") for i in range(4)]
         ids = ingest.submit(db=pg, kb="pg-check", facts=rows, max_facts=10, api_key_id=None).ids
         with pg.session() as session:
-            for sid, status in zip(ids, (Status.committed, Status.rejected, Status.needs_review), strict=True):
+            for sid, status in zip(ids, (Status.committed, Status.rejected, Status.needs_review, Status.needs_review),
+                                   strict=True):
                 session.execute(update(FactSubmission).where(FactSubmission.id == sid).values(status=status))
             for sid in ids:
                 session.add(CheckResult(submission_id=sid, verifier="consistency", probability=0.95, score=0.95,
                                         explanation="ok", details={"rule": "ok"}, model_version="consistency-1"))
         review.decide(db=pg, submission_id=ids[2], decision="accept", reason="", reviewer="pg")
-        assert trust_counts(pg)["pg-src"] == (2, 1)  # committed + reviewed, rejected
+        review.decide(db=pg, submission_id=ids[3], decision="keep_both", reason="", reviewer="pg")
+        assert trust_counts(pg)["pg-src"] == (3, 1)  # committed + reviewed twice, rejected
         features, labels, origin = fusion_examples(pg, kb="pg-check")
-        assert sorted(labels) == [0, 1, 1] and origin == {"review": 1, "auto": 2}
-        assert [[r.verifier for r in row] for row in features] == [["consistency"]] * 3
+        # keep_both says the fact holds (beside another value): a true label like accept
+        assert sorted(labels) == [0, 1, 1, 1] and origin == {"review": 2, "auto": 2}
+        assert [[r.verifier for r in row] for row in features] == [["consistency"]] * 4
         assert features[0][0].details == {"rule": "ok"}
     finally:
         pg.dispose()
