@@ -13,12 +13,14 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from sqlalchemy import select
 
 from factloom.config import Settings
 from factloom.graph import Neo4jStore
-from factloom.learn.continual import LearnConfig, committed_since, ewc_path, scorer_due, update_scorer
+from factloom.learn.artefacts import ewc_path, load_probe
+from factloom.learn.continual import LearnConfig, committed_since, scorer_due, update_scorer
 from factloom.learn.feedback import questions_from, reasoner_due
-from factloom.ledger import Database, ModelVersion, active_version, list_versions
+from factloom.ledger import AuditEvent, Database, ModelVersion, active_version, list_versions
 from factloom.platform.services import RedisService, Service, services
 from factloom.workers.learning import held, lock_name
 from factloom.workers.tasks import enqueue_learn
@@ -76,7 +78,16 @@ def test_the_learner_gives_a_kb_its_scorer_then_learns_new_entities_with_ewc(
     assert gates["new_knowledge"]["value"] > gates["new_knowledge"]["parent"] == 0.0  # the parent abstained
     assert gates["retention"]["value"] >= 0.95 * gates["retention"]["parent"] > 0
     assert (update.metrics or {})["new_entities"] == 30 and ewc_path_of(update).exists()
+    # retention was measured on the first scorer's held-out facts; the next update's probe mixes in new ones
+    from pathlib import Path
+
+    first_probe, next_probe = load_probe(Path(first.artefact)), load_probe(Path(update.artefact))
+    assert first_probe and gates["retention"]["items"] == len(first_probe) == 12  # a tenth of 120
+    assert next_probe and any("Film 6" in s or "Film 7" in s or "Film 8" in s for s, _, _ in next_probe)
     assert active_version(db, kind="scorer", kb=kb).id == update.id  # type: ignore[union-attr]
+    with db.session() as session:  # the promotion is audited
+        (event,) = session.scalars(select(AuditEvent).where(AuditEvent.target == update.id)).all()
+        assert event.actor == "learner" and event.action == "model.promote" and event.details["retired"] == [first.id]
     nothing = api.post("/v1/models/learn", json={"kb": kb, "kind": "scorer"})
     assert nothing.status_code == 409 and "nothing to learn" in nothing.json()["detail"]
     # the check workers swap it in: the plausibility verifier judges a claim about a new film

@@ -11,8 +11,9 @@ One update of a kb (:func:`update_scorer`), as the ``learn`` task runs it:
    entities and relations (old rows unchanged), and it trains on the other new facts plus as many
    replayed facts it knew (``replay`` at least), with the penalty
    ``λ/2 · Σᵢ Fᵢ (θᵢ − θ*ᵢ)²`` anchored at the parent (:mod:`factloom.model.ewc`).
-3. Gates (:mod:`factloom.learn.gates`): filtered MRR on a fixed probe of the parent's facts at least
-   ``retention`` of the parent's; filtered MRR on the held-out new facts above the parent's.
+3. Gates (:mod:`factloom.learn.gates`): filtered MRR on the parent's probe (facts of what it knows
+   that it never trained on, :mod:`factloom.learn.artefacts`) at least ``retention`` of the
+   parent's; filtered MRR on the held-out new facts above the parent's.
 4. The candidate is saved with its consolidated Fisher (``F ← γ·F_parent + F_new``) beside the
    artefact, and registered with its parent, watermark and gates: ``active`` when it passed, else a
    ``candidate`` (a failed update) while the parent keeps serving.
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import func, select
 
+from factloom.learn.artefacts import ewc_path, load_probe, save_probe
 from factloom.learn.gates import judge
 from factloom.learn.verification import corrupt, train_scorer
 from factloom.ledger import (
@@ -50,7 +52,7 @@ from factloom.ledger import (
 )
 
 __all__ = ["LearnConfig", "Outcome", "Progress", "reporter", "update_scorer", "committed_since", "new_facts",
-           "scorer_due", "ewc_path", "filtered_mrr", "nothing_to_learn"]
+           "scorer_due", "filtered_mrr", "nothing_to_learn"]
 
 log = logging.getLogger(__name__)
 
@@ -99,11 +101,6 @@ class Outcome:
         return {"kb": self.kb, "kind": self.kind, "result": self.result, "version": self.version,
                 "parent": self.parent, "new_items": self.new_items, "gates": self.gates,
                 "seconds": round(self.seconds, 1)}
-
-
-def ewc_path(artefact: Path) -> Path:
-    """Where a version's anchor weights and Fisher information are kept: beside its artefact."""
-    return artefact.with_name(artefact.name + ".ewc")
 
 
 def watermark_of(version: ModelVersion | None) -> datetime | None:
@@ -209,7 +206,9 @@ def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config
     say(f"{len(new)} new facts since {watermark_of(parent)}; loading {parent.id}")
     scorer = ComplExScorer.load(Path(parent.artefact))
     old = _known(scorer)
-    probe = _sample(old, config.probe, config.seed)
+    # what the parent knows beyond what it memorised: its held-out facts (a scorer from before probes
+    # were kept: a sample of its training facts)
+    probe = load_probe(Path(parent.artefact)) or _sample(old, config.probe, config.seed)
     rng = random.Random(config.seed)
     shuffled = list(new)
     rng.shuffle(shuffled)
@@ -244,10 +243,13 @@ def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config
     scorer.save(artefact)
     scorer.align(ewc).consolidate(scorer.model, scorer.fisher(_sample(learn + replay, config.replay, config.seed)),
                                   gamma=config.ewc_gamma).save(ewc_path(artefact))
+    # the next probe: old and new held-out facts in the proportion the candidate learned them
+    n_old = round(config.probe * len(old) / (len(old) + len(learn)))
+    save_probe(artefact, _sample(probe, n_old, config.seed) + _sample(held, config.probe - n_old, config.seed))
     metrics = {"facts": len(scorer.known), "new_facts": len(new), "learned_facts": len(learn),
                "replayed_facts": len(replay), "held_out_facts": len(held), "entities": len(scorer.entities),
                "new_entities": added[0], "new_relations": added[1], "epochs": config.epochs,
-               "ewc_lambda": config.ewc_lambda, "ewc_gamma": config.ewc_gamma,
+               "ewc_lambda": config.ewc_lambda, "ewc_gamma": config.ewc_gamma, "probe_facts": len(probe),
                "train_seconds": round(time.perf_counter() - t0, 1)}
     finish_update(db, version, metrics=metrics, gates=gates)
     outcome.result = "promoted" if gates["passed"] else "failed"

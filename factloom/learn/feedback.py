@@ -31,11 +31,11 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from factloom.learn.artefacts import ewc_path
 from factloom.learn.continual import (
     LearnConfig,
     Outcome,
     Progress,
-    ewc_path,
     nothing_to_learn,
     reporter,
     watermark_of,

@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from factloom.learn.artefacts import save_probe
 from factloom.ledger import register_version
 
 __all__ = ["MIN_PER_CLASS", "corrupt", "train_scorer", "train_fusion", "fusion_examples", "scorer_main", "fusion_main"]
@@ -89,6 +90,7 @@ def train_scorer(
     models_dir.mkdir(parents=True, exist_ok=True)
     artefact = models_dir / f"scorer-{kb}-{time.strftime('%Y%m%d%H%M%S')}.pt"
     scorer.save(artefact)
+    save_probe(artefact, valid[:1000])  # what a first update's retention gate is measured on
     version = register_version(db, kind="scorer", kb=kb, artefact=artefact, metrics=metrics, watermark=watermark)
     return version, metrics
 

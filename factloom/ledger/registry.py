@@ -44,7 +44,7 @@ def register_version(db: Database, *, kind: str, kb: str, artefact: Path, metric
                      gates: dict[str, Any] | None = None, activate: bool = True) -> str:
     """Register ``artefact`` as a ``kind`` for ``kb``: the active one (the previous active one retires),
     or with ``activate=False`` a ``candidate`` that serves nothing."""
-    version = f"{kind}-{kb}-{time.strftime('%Y%m%d%H%M%S')}-{random.randrange(16**4):04x}"
+    version = _new_id(kind, kb)
     with db.session() as session:
         if activate:
             _retire(session, kind, kb)
@@ -80,7 +80,7 @@ def start_update(db: Database, *, kind: str, kb: str, parent: str, watermark: da
             row = unfinished[0]
             row.artefact, row.metrics = str(artefact), {"progress": "restarted"}
             return row.id
-        version = f"{kind}-{kb}-{time.strftime('%Y%m%d%H%M%S')}-{random.randrange(16**4):04x}"
+        version = _new_id(kind, kb)
         session.add(ModelVersion(id=version, kind=kind, kb=kb, artefact=str(artefact), metrics={"progress": "started"},
                                  gates={}, status=VersionStatus.candidate.value, traffic_share=0.0, parent=parent,
                                  watermark=watermark))
@@ -105,8 +105,14 @@ def finish_update(db: Database, version: str, *, metrics: dict[str, Any], gates:
         row.metrics, row.gates = metrics, gates
         if gates.get("passed"):
             assert row.kb is not None
-            _retire(session, row.kind, row.kb)
+            retired = _retire(session, row.kind, row.kb)
             row.status, row.traffic_share = VersionStatus.active.value, 1.0
+            session.add(AuditEvent(actor="learner", action="model.promote", target=version,
+                                   details={"kind": row.kind, "kb": row.kb, "retired": retired, "gates": gates}))
+
+
+def _new_id(kind: str, kb: str) -> str:
+    return f"{kind}-{kb}-{time.strftime('%Y%m%d%H%M%S')}-{random.randrange(16**4):04x}"
 
 
 def active_version(db: Database, *, kind: str, kb: str) -> ModelVersion | None:
