@@ -33,9 +33,10 @@ GENRES = ["Drama", "Comedy", "Horror", "Western"]
 
 
 def films(first: int, last: int) -> list[tuple[str, str, str]]:
-    """Films with a genre and a director each: a graph with structure for a scorer to learn."""
-    rows = [(f"Film {i}", "has_genre", GENRES[i % 4]) for i in range(first, last)]
-    return rows + [(f"Film {i}", "directed_by", f"Director {i % 6}") for i in range(first, last)]
+    """Films with a director and the genre their director always makes: a graph whose held-out facts
+    a scorer can predict (a film's genre from the films that share its director)."""
+    rows = [(f"Film {i}", "directed_by", f"Director {i % 8}") for i in range(first, last)]
+    return rows + [(f"Film {i}", "has_genre", GENRES[i % 8 % 4]) for i in range(first, last)]
 
 
 def load(api: httpx.Client, kb: str, rows: list[tuple[str, str, str]]) -> None:
@@ -59,31 +60,31 @@ def test_the_learner_gives_a_kb_its_scorer_then_learns_new_entities_with_ewc(
     api: httpx.Client, db: Database, settings: Settings, live: dict[str, Service]
 ) -> None:
     kb = "learn-scorer"
-    load(api, kb, films(0, 60))
-    assert kb in scorer_due(db, min_facts=120) and kb not in scorer_due(db, min_facts=121)
+    load(api, kb, films(0, 100))
+    assert kb in scorer_due(db, min_facts=200) and kb not in scorer_due(db, min_facts=201)
     enqueue_learn(kb, "scorer", force=True)  # what the beat's plan does once learn_min_facts are new
     first = wait_version(db, "scorer", kb, lambda v: v.status == "active")
     assert first.parent is None and first.watermark is not None and ewc_path_of(first).exists()
     assert kb not in scorer_due(db, min_facts=1)  # nothing committed since its watermark
 
-    load(api, kb, films(60, 90))  # 30 films the scorer has never seen
+    load(api, kb, films(100, 150))  # 50 films the scorer has never seen
     new, _ = committed_since(db, kb, first.watermark)
-    assert len(new) == 60
-    assert api.get("/v1/models/learn", params={"kb": kb, "kind": "scorer"}).json()["new"] == 60
+    assert len(new) == 100
+    assert api.get("/v1/models/learn", params={"kb": kb, "kind": "scorer"}).json()["new"] == 100
     asked = api.post("/v1/models/learn", json={"kb": kb, "kind": "scorer"})  # as 'factloom learn' asks
-    assert asked.status_code == 202 and asked.json() == {"kb": kb, "kind": "scorer", "new": 60}, asked.text
+    assert asked.status_code == 202 and asked.json() == {"kb": kb, "kind": "scorer", "new": 100}, asked.text
     update = wait_version(db, "scorer", kb, lambda v: v.parent == first.id and bool(v.gates))
     gates = update.gates or {}
     assert gates["passed"] is True and update.status == "active", gates
     assert gates["new_knowledge"]["value"] > gates["new_knowledge"]["parent"] == 0.0  # the parent abstained
     assert gates["retention"]["value"] >= 0.95 * gates["retention"]["parent"] > 0
-    assert (update.metrics or {})["new_entities"] == 30 and ewc_path_of(update).exists()
+    assert (update.metrics or {})["new_entities"] == 50 and ewc_path_of(update).exists()
     # retention was measured on the first scorer's held-out facts; the next update's probe mixes in new ones
     from pathlib import Path
 
     first_probe, next_probe = load_probe(Path(first.artefact)), load_probe(Path(update.artefact))
-    assert first_probe and gates["retention"]["items"] == len(first_probe) == 12  # a tenth of 120
-    assert next_probe and any("Film 6" in s or "Film 7" in s or "Film 8" in s for s, _, _ in next_probe)
+    assert first_probe and gates["retention"]["items"] == len(first_probe) == 20  # a tenth of 200
+    assert next_probe and any(int(s.split()[1]) >= 100 for s, _, _ in next_probe)
     assert active_version(db, kind="scorer", kb=kb).id == update.id  # type: ignore[union-attr]
     with db.session() as session:  # the promotion is audited
         (event,) = session.scalars(select(AuditEvent).where(AuditEvent.target == update.id)).all()
@@ -91,7 +92,7 @@ def test_the_learner_gives_a_kb_its_scorer_then_learns_new_entities_with_ewc(
     nothing = api.post("/v1/models/learn", json={"kb": kb, "kind": "scorer"})
     assert nothing.status_code == 409 and "nothing to learn" in nothing.json()["detail"]
     # the check workers swap it in: the plausibility verifier judges a claim about a new film
-    item = checked_with(api, db, ("Film 70", "has_genre", "Comedy"), f"{kb}-probe", "plausibility", update.id,
+    item = checked_with(api, db, ("Film 120", "has_genre", "Drama"), f"{kb}-probe", "plausibility", update.id,
                         settings, kb=kb)
     plausibility = next(c for c in item["checks"] if c["verifier"] == "plausibility")
     assert plausibility["probability"] is not None
@@ -135,10 +136,10 @@ def test_feedback_through_the_api_teaches_the_router_and_reasoner(
     load(api, kb, films(0, 60))
 
     def mark(first: int, last: int) -> None:
-        items = [{"question": f"who directed [Film {i}]", "answer": f"Director {i % 6}", "correct": True}
+        items = [{"question": f"who directed [Film {i}]", "answer": f"Director {i % 8}", "correct": True}
                  for i in range(first, last)]
         items += [{"question": f"what genre is [Film {i}]", "answer": "Opera", "correct": False,
-                   "expected": GENRES[i % 4]} for i in range(first, last)]
+                   "expected": GENRES[i % 8 % 4]} for i in range(first, last)]
         response = api.post("/v1/feedback", json={"kb": kb, "items": items})
         assert response.status_code == 201, response.text
 

@@ -33,7 +33,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from sqlalchemy import func, select
 
 from factloom.learn.artefacts import ewc_path, load_probe, save_probe
@@ -150,16 +149,13 @@ def scorer_due(db: Database, *, min_facts: int) -> list[str]:
     return sorted(kb for kb in kbs - busy if new_facts(db, kb) >= min_facts)
 
 
-def filtered_mrr(scorer: Any, triples: Sequence[Triple]) -> float:
-    """Mean reciprocal rank of each fact's tail and head among all entities, other known facts
-    removed (the link-prediction protocol); a fact the scorer cannot judge counts 0."""
+def filtered_mrr(scorer: Any, triples: Sequence[Triple], *, candidates: int | None = None) -> float:
+    """Mean reciprocal rank of each fact's tail and head, other known facts removed (the
+    link-prediction protocol), among the first ``candidates`` entities (all where ``None``); a fact
+    the scorer cannot judge counts 0."""
     if not triples:
         return 0.0
-    total = 0.0
-    for row in scorer.features(list(triples)):
-        if row is not None:
-            total += 0.5 * float(np.exp(-row["log_tail_rank"]) + np.exp(-row["log_head_rank"]))
-    return total / len(triples)
+    return float(scorer.reciprocal_ranks(list(triples), candidates=candidates).mean())
 
 
 def nothing_to_learn(db: Database, outcome: Outcome, watermark: datetime | None, minimum: int) -> bool:
@@ -214,6 +210,9 @@ def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config
     rng.shuffle(shuffled)
     n_held = min(1000, max(1, int(config.held_out * len(shuffled)))) if len(shuffled) > 1 else 0
     held, learn = shuffled[:n_held], shuffled[n_held:]
+    # old knowledge is ranked among the entities the parent knew, before and after (as continual
+    # link prediction ranks an old snapshot's test facts among the entities seen up to it)
+    known_entities = len(scorer.entities)
     parent_old, parent_new = filtered_mrr(scorer, probe), filtered_mrr(scorer, held)
 
     anchor_file = ewc_path(Path(parent.artefact))
@@ -233,7 +232,7 @@ def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config
     scorer.fit(learn + replay, epochs=config.epochs, seed=config.seed, progress=False, ewc=ewc, keep_known=True,
                negatives=_negatives_for(len(scorer.entities)))
     _calibrate(scorer, held or learn[:1000], rng)
-    cand_old, cand_new = filtered_mrr(scorer, probe), filtered_mrr(scorer, held)
+    cand_old, cand_new = filtered_mrr(scorer, probe, candidates=known_entities), filtered_mrr(scorer, held)
     gates = judge(metric="filtered_mrr", probe=(cand_old, parent_old, len(probe)),
                   new=(cand_new, parent_new, len(held)), retention=config.retention)
     say(f"gates: retention {cand_old:.4f} vs {parent_old:.4f}, new {cand_new:.4f} vs {parent_new:.4f} → "

@@ -270,18 +270,42 @@ class ComplExScorer:
                 out[i : i + batch_size] = ((fwd + rev) / 2).numpy()
         return [float(v) if k else None for v, k in zip(out, keep, strict=True)]
 
-    def _filtered_ranks(self, q: torch.Tensor, r: torch.Tensor, target: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-        """1-based rank of ``target`` among all entities for queries ``(q, r, ?)``, other known answers removed,
-        and its score's z-value among all entities' scores."""
+    def _filtered_ranks(self, q: torch.Tensor, r: torch.Tensor, target: torch.Tensor,
+                        candidates: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """1-based rank of ``target`` among all entities (the first ``candidates``) for queries ``(q, r, ?)``,
+        other known answers removed, and its score's z-value among those entities' scores."""
         scores, _ = self.model.all_tails(q, r)  # (B, E)
+        scores = scores[:, :candidates]  # (B, C)
         z = (scores.gather(1, target[:, None])[:, 0] - scores.mean(1)) / (scores.std(1) + 1e-9)  # (B,)
         n_rel2 = 2 * len(self.relations)
         for row, (qi, ri, ti) in enumerate(zip(q.tolist(), r.tolist(), target.tolist(), strict=True)):
             known = self._tails.get(qi * n_rel2 + ri)
             if known is not None:
-                scores[row, torch.from_numpy(known[known != ti])] = -torch.inf
+                known = known[(known != ti) & (known < scores.shape[1])]
+                scores[row, torch.from_numpy(known)] = -torch.inf
         own = scores.gather(1, target[:, None])  # (B, 1)
         return (1 + (scores > own).sum(1)).numpy().astype(np.float64), z.numpy().astype(np.float64)
+
+    def reciprocal_ranks(self, triples: Sequence[Triple], *, candidates: int | None = None,
+                         batch_size: int = 1024) -> np.ndarray:
+        """Filtered reciprocal rank of each fact's tail and head (the link-prediction protocol), 0 where a
+        name is unseen; ``candidates``: rank among the first that many entities only (those a smaller,
+        earlier version of this scorer knew: :meth:`extend` appends), every entity where ``None``.
+
+        Shapes:
+            - **output:** ``(N, 2)``, tail then head
+        """
+        ids, keep = self._ids(triples)
+        n = len(self.entities) if candidates is None else min(candidates, len(self.entities))
+        keep &= (ids[:, 0] < n) & (ids[:, 2] < n)
+        n_rel = len(self.relations)
+        out = np.zeros((len(ids), 2))
+        with torch.no_grad():
+            for i in range(0, len(ids), batch_size):
+                b = torch.from_numpy(ids[i : i + batch_size])
+                for col, (q, r, t) in enumerate(((b[:, 0], b[:, 1], b[:, 2]), (b[:, 2], b[:, 1] + n_rel, b[:, 0]))):
+                    out[i : i + batch_size, col] = 1.0 / self._filtered_ranks(q, r, t, candidates=n)[0]
+        return out * keep[:, None]
 
     def features(self, triples: Sequence[Triple], batch_size: int = 1024) -> list[dict[str, float] | None]:
         """Per triple the numbers of :data:`FEATURE_NAMES` (one batched pass), ``None`` where a name is unseen."""
