@@ -121,6 +121,7 @@ def test_a_candidate_that_fails_retention_stays_a_candidate_and_an_update_is_ide
         row = session.get(ModelVersion, failed.version)
         assert row is not None and row.status == "candidate" and row.parent == first.version
     assert active_version(db, kind="scorer", kb=kb).id == first.version  # type: ignore[union-attr]
+    assert kb not in scorer_due(db, min_facts=1)  # the plan does not queue the failed update again
     # the same parent and the same new facts: the update is found, not trained again
     again = update_scorer(store, db, kb=kb, models_dir=settings.models_dir, config=config)
     assert again.result == "done" and again.version == failed.version

@@ -51,7 +51,7 @@ from factloom.ledger import (
 )
 
 __all__ = ["LearnConfig", "Outcome", "Progress", "reporter", "update_scorer", "committed_since", "new_facts",
-           "scorer_due", "filtered_mrr", "nothing_to_learn"]
+           "scorer_due", "filtered_mrr", "nothing_to_learn", "tried"]
 
 log = logging.getLogger(__name__)
 
@@ -124,20 +124,30 @@ def committed_since(db: Database, kb: str, after: datetime | None) -> tuple[list
     return triples, latest
 
 
-def new_facts(db: Database, kb: str) -> int:
+def new_facts(db: Database, kb: str) -> tuple[int, datetime | None]:
     """How many of ``kb``'s submissions were committed since its active scorer's watermark (all
-    committed ones where it has no scorer)."""
+    committed ones where it has no scorer), and the latest commit among them."""
     after = watermark_of(active_version(db, kind="scorer", kb=kb))
-    query = select(func.count()).select_from(FactSubmission).where(
+    query = select(func.count(), func.max(FactSubmission.committed_at)).where(
         FactSubmission.kb == kb, FactSubmission.status == Status.committed)
     if after is not None:
         query = query.where(FactSubmission.committed_at > after)
     with db.session() as session:
-        return int(session.scalar(query) or 0)
+        count, latest = session.execute(query).one()
+    return int(count or 0), latest
+
+
+def tried(db: Database, *, kind: str, kb: str, watermark: datetime | None) -> bool:
+    """Whether an update of ``kb``'s active ``kind`` up to ``watermark`` has finished already (it
+    failed its gates, or it would be active): the plan does not queue it again."""
+    parent = active_version(db, kind=kind, kb=kb)
+    return watermark is not None and find_update(
+        db, kind=kind, kb=kb, parent=parent.id if parent else None, watermark=watermark) is not None
 
 
 def scorer_due(db: Database, *, min_facts: int) -> list[str]:
-    """The kbs with ``min_facts`` or more :func:`new_facts` and no submission waiting for its checks.
+    """The kbs with ``min_facts`` or more :func:`new_facts`, no submission waiting for its checks, and
+    no finished update on those facts (one that failed its gates waits for more facts).
 
     A kb in the middle of a load waits for its checks to finish: a scorer learned from the first
     part of a load would judge the rest (on the MetaQA demo, one learned from its first 14,000 facts
@@ -146,7 +156,12 @@ def scorer_due(db: Database, *, min_facts: int) -> list[str]:
         kbs = set(session.scalars(select(FactSubmission.kb).distinct()))
         busy = set(session.scalars(select(FactSubmission.kb).distinct().where(
             FactSubmission.status.in_([Status.pending, Status.checking]))))
-    return sorted(kb for kb in kbs - busy if new_facts(db, kb) >= min_facts)
+    due = []
+    for kb in sorted(kbs - busy):
+        count, latest = new_facts(db, kb)
+        if count >= min_facts and not tried(db, kind="scorer", kb=kb, watermark=latest):
+            due.append(kb)
+    return due
 
 
 def filtered_mrr(scorer: Any, triples: Sequence[Triple], *, candidates: int | None = None) -> float:

@@ -38,6 +38,7 @@ from factloom.learn.continual import (
     Progress,
     nothing_to_learn,
     reporter,
+    tried,
     watermark_of,
 )
 from factloom.learn.gates import judge
@@ -85,21 +86,28 @@ def questions_from(rows: Sequence[Row]) -> list[QA]:
             if any(said.values())]
 
 
-def new_feedback(db: Database, kb: str) -> int:
-    """How many answers of ``kb`` were marked since its active reasoner learned (all, without one)."""
+def new_feedback(db: Database, kb: str) -> tuple[int, datetime | None]:
+    """How many answers of ``kb`` were marked since its active reasoner learned (all, without one),
+    and the latest instant among them."""
     after = watermark_of(active_version(db, kind="reasoner", kb=kb))
-    query = select(func.count()).select_from(AnswerFeedback).where(AnswerFeedback.kb == kb)
+    query = select(func.count(), func.max(AnswerFeedback.created_at)).where(AnswerFeedback.kb == kb)
     if after is not None:
         query = query.where(AnswerFeedback.created_at > after)
     with db.session() as session:
-        return int(session.scalar(query) or 0)
+        count, latest = session.execute(query).one()
+    return int(count or 0), latest
 
 
 def reasoner_due(db: Database, *, min_feedback: int) -> list[str]:
-    """The kbs with ``min_feedback`` or more :func:`new_feedback`."""
+    """The kbs with ``min_feedback`` or more :func:`new_feedback` and no finished update on them."""
     with db.session() as session:
-        kbs = list(session.scalars(select(AnswerFeedback.kb).distinct()))
-    return [kb for kb in kbs if new_feedback(db, kb) >= min_feedback]
+        kbs = sorted(session.scalars(select(AnswerFeedback.kb).distinct()))
+    due = []
+    for kb in kbs:
+        count, latest = new_feedback(db, kb)
+        if count >= min_feedback and not tried(db, kind="reasoner", kb=kb, watermark=latest):
+            due.append(kb)
+    return due
 
 
 def update_reasoner(store: Any, embedder: Any, db: Database, *, kb: str, models_dir: Path, config: LearnConfig,

@@ -36,7 +36,7 @@ def unlearned(*, db: Database, kb: str, kind: str) -> int:
 
     if kind not in LEARNABLE:
         raise Conflict(f"nothing to learn called {kind!r}; known: {', '.join(LEARNABLE)}")
-    return new_facts(db, kb) if kind == "scorer" else new_feedback(db, kb)
+    return (new_facts(db, kb) if kind == "scorer" else new_feedback(db, kb))[0]
 
 
 def request_update(*, db: Database, kb: str, kind: str) -> int:
