@@ -18,10 +18,21 @@ from factloom import __version__
 from factloom.client import ApiError
 from factloom.config import Settings, get_settings
 
-__all__ = ["parser", "client", "load_client", "LoadClient", "percentile", "write_result", "REPO", "DEFAULT_DATA"]
+__all__ = ["parser", "client", "load_client", "LoadClient", "percentile", "write_result", "read_triples", "REPO",
+           "DEFAULT_DATA"]
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
+
+
+def read_triples(path: Path) -> list[tuple[str, str, str]]:
+    """``head<TAB>relation<TAB>tail`` lines (CoDEx, LKGE); other lines are skipped."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        parts = line.strip().split("\t")
+        if len(parts) == 3:
+            out.append((parts[0], parts[1], parts[2]))
+    return out
 
 
 def parser(name: str, description: str) -> argparse.ArgumentParser:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _common import DEFAULT_DATA, REPO, write_result
+from _common import DEFAULT_DATA, REPO, read_triples, write_result
 
 from factloom.model.scorer import ComplExScorer
 from factloom.verify.base import Claim, VerifierResult
@@ -35,15 +35,6 @@ from factloom.verify.plausibility import PlausibilityVerifier
 Triple = tuple[str, str, str]
 TARGETS = ("0.05", "0.01", "0.0007")
 NOW = __import__("datetime").datetime(2026, 1, 1, tzinfo=__import__("datetime").timezone.utc)
-
-
-def read(path: Path) -> list[Triple]:
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        parts = line.strip().split("\t")
-        if len(parts) == 3:
-            out.append((parts[0], parts[1], parts[2]))
-    return out
 
 
 def train_scorers(args: argparse.Namespace, train: list[Triple], vocab: list[Triple]) -> list[ComplExScorer]:
@@ -242,9 +233,9 @@ def main() -> None:
     if not (root / "train.txt").exists():
         raise SystemExit(f"{root} has no train.txt: --data-dir must hold {args.dataset}/")
     out = args.out or REPO / "bench" / "results" / f"factcheck-{args.dataset}.json"
-    train, valid, valid_neg = read(root / "train.txt"), read(root / "valid.txt"), read(root / "valid_negatives.txt")
+    train, valid, valid_neg = (read_triples(root / f"{name}.txt") for name in ("train", "valid", "valid_negatives"))
     if args.split == "test":
-        report, report_neg = read(root / "test.txt"), read(root / "test_negatives.txt")
+        report, report_neg = read_triples(root / "test.txt"), read_triples(root / "test_negatives.txt")
     else:
         report, report_neg = valid, valid_neg
     types_path = args.data_dir / "entity2types.json"

@@ -18,14 +18,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import DEFAULT_DATA, REPO, client, write_result
+from _common import DEFAULT_DATA, REPO, client, read_triples, write_result
 
 from factloom.platform.bulk import ingest_facts
 
 
 def facts(path: Path, source: str) -> list[dict[str, Any]]:
-    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [{"subject": s, "predicate": p, "object": o.strip(), "source": source} for s, p, o in rows]
+    return [{"subject": s, "predicate": p, "object": o, "source": source} for s, p, o in read_triples(path)]
 
 
 def scorers(api: Any, kb: str) -> list[dict[str, Any]]:
