@@ -36,8 +36,9 @@ runs, the scorer's init is not seeded): ENTITY 0→1 (``--snapshots 2``): re-tra
 epochs 0.388, 20,000 replayed facts 0.3885 (EWC-only runs, their own snapshot 0). ENTITY, EWC
 alone over all five snapshots: 0.374 (H@1 0.264, H@10 0.590), forgetting at most 2.8 %: the 0.42
 goal is not in reach of EWC at these settings. FACT 0→1: re-training 0.293 (0.290 / 0.297), EWC
-0.248 (0.244 / 0.253; 85 %), the same with λ = 1 (0.248), 8 update epochs (0.249); re-training gains
-on the old test set from the joint data, which the updates do not. Snapshot 0 alone (ENTITY): N3
+0.248 (0.244 / 0.253; 85 %), the same with λ = 1 (0.248), 8 update epochs (0.249), 20,000 replayed
+facts 0.256 (0.257 / 0.256; 87 %, the update 193 s of CPU); re-training gains on the old test set from
+the joint data, which the updates do not. Snapshot 0 alone (ENTITY): N3
 1e-2 0.409, 1e-1 0.414, rank 200 0.451, batches of 500 0.438, 20 epochs 0.444. ``cpu_seconds`` /
 ``cpu_time_ratio*``: the process's CPU time, as the wall-clock ratios swing with other jobs on a
 shared machine. Result files: ``continual-entity-fullsoftmax-s2``, ``continual-fact-fullsoftmax-s2``
