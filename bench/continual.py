@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _common import DEFAULT_DATA, REPO, write_result
+from _common import DEFAULT_DATA, REPO, read_triples, write_result
 from tqdm import tqdm
 
 from factloom.model.ewc import ElasticWeights
@@ -64,15 +64,6 @@ from factloom.model.scorer import ComplExScorer
 
 Triple = tuple[str, str, str]
 ARMS = ("retrain", "finetune", "ewc")
-
-
-def read(path: Path) -> list[Triple]:
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        parts = line.strip().split("\t")
-        if len(parts) == 3:
-            out.append((parts[0], parts[1], parts[2]))
-    return out
 
 
 @dataclass
@@ -88,7 +79,7 @@ def load_set(root: Path, count: int) -> list[Snapshot]:
     snaps: list[Snapshot] = []
     for i in range(count):
         d = root / str(i)
-        train, valid, test = (read(d / f"{split}.txt") for split in ("train", "valid", "test"))
+        train, valid, test = (read_triples(d / f"{split}.txt") for split in ("train", "valid", "test"))
         ents = [line.split("\t")[0] for line in (d / "entity2id.txt").read_text().splitlines() if line.strip()]
         prev_e = snaps[-1].entities if snaps else []
         if ents[: len(prev_e)] != prev_e:
