@@ -8,7 +8,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
 
 import httpx
 import pytest
@@ -80,8 +80,6 @@ def test_the_learner_gives_a_kb_its_scorer_then_learns_new_entities_with_ewc(
     assert gates["retention"]["value"] >= 0.95 * gates["retention"]["parent"] > 0
     assert (update.metrics or {})["new_entities"] == 50 and ewc_path_of(update).exists()
     # retention was measured on the first scorer's held-out facts; the next update's probe mixes in new ones
-    from pathlib import Path
-
     first_probe, next_probe = load_probe(Path(first.artefact)), load_probe(Path(update.artefact))
     assert first_probe and gates["retention"]["items"] == len(first_probe) == 20  # a tenth of 200
     assert next_probe and any(int(s.split()[1]) >= 100 for s, _, _ in next_probe)
@@ -98,9 +96,7 @@ def test_the_learner_gives_a_kb_its_scorer_then_learns_new_entities_with_ewc(
     assert plausibility["probability"] is not None
 
 
-def ewc_path_of(version: ModelVersion) -> Any:
-    from pathlib import Path
-
+def ewc_path_of(version: ModelVersion) -> Path:
     return ewc_path(Path(version.artefact))
 
 
