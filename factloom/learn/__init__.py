@@ -10,7 +10,11 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-__all__ = ["TARGETS", "targets", "run"]
+__all__ = ["TARGETS", "UPDATES", "targets", "run"]
+
+# what a continual update learns: ``scorer`` from new committed facts, ``reasoner`` (with a kb's
+# first router) from new answer feedback
+UPDATES = ("scorer", "reasoner")
 
 # ``factloom train NAME`` → (module, function taking argv)
 TARGETS: dict[str, tuple[str, str]] = {

@@ -16,14 +16,14 @@ from typing import Any
 
 import redis
 
+from factloom.learn import UPDATES
 from factloom.learn.continual import LearnConfig, Outcome, scorer_due, update_scorer
 from factloom.workers.context import WorkerContext
 
-__all__ = ["KINDS", "due", "update", "held", "lock_name"]
+__all__ = ["due", "update", "held", "lock_name"]
 
 log = logging.getLogger(__name__)
 
-KINDS = ("scorer", "reasoner")  # what an update learns: the scorer, or the router and reasoner together
 
 
 @contextlib.contextmanager
@@ -72,8 +72,8 @@ def lock_name(kb: str, kind: str) -> str:
 
 def update(ctx: WorkerContext, kb: str, kind: str, *, force: bool = False) -> dict[str, Any]:
     """One update of ``kind`` for ``kb`` unless another worker is at it; the outcome as a dict."""
-    if kind not in KINDS:
-        raise ValueError(f"nothing to learn called {kind!r}; known: {', '.join(KINDS)}")
+    if kind not in UPDATES:
+        raise ValueError(f"nothing to learn called {kind!r}; known: {', '.join(UPDATES)}")
     config = LearnConfig.of(ctx.settings)
     client = redis.Redis.from_url(ctx.settings.redis_url)
     with held(client, lock_name(kb, kind), ctx.settings.learn_lock_ttl_s) as mine:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
+from factloom.learn import UPDATES
 from factloom.ledger import Database, ModelVersion, activate_version, list_versions
 from factloom.platform.errors import Conflict, NotFound
 
-__all__ = ["list_models", "activate", "unlearned", "request_update", "LEARNABLE"]
-
-# what an update learns: ``scorer`` from new committed facts, ``reasoner`` (with the kb's first
-# router) from new answer feedback
-LEARNABLE = ("scorer", "reasoner")
+__all__ = ["list_models", "activate", "unlearned", "request_update"]
 
 
 def list_models(*, db: Database, kind: str | None = None, kb: str | None = None,
@@ -34,8 +31,8 @@ def unlearned(*, db: Database, kb: str, kind: str) -> int:
     from factloom.learn.continual import new_facts
     from factloom.learn.feedback import new_feedback
 
-    if kind not in LEARNABLE:
-        raise Conflict(f"nothing to learn called {kind!r}; known: {', '.join(LEARNABLE)}")
+    if kind not in UPDATES:
+        raise Conflict(f"nothing to learn called {kind!r}; known: {', '.join(UPDATES)}")
     return (new_facts(db, kb) if kind == "scorer" else new_feedback(db, kb))[0]
 
 
