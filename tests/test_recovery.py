@@ -61,8 +61,8 @@ def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
 
 
 def test_a_read_on_a_connection_neo4j_closed_succeeds(store: Neo4jStore, settings: Settings) -> None:
-    # reads are auto-commit statements without the driver's transaction retries: the pool must not
-    # hand out the connection the server killed
+    # reads are auto-commit statements without the driver's transaction retries: a read on the
+    # connection the server killed is tried again on a fresh one
     reader = Neo4jStore(settings.neo4j_uri, settings.neo4j_auth())
     try:
         for _ in range(2):

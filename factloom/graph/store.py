@@ -74,7 +74,7 @@ class Neo4jStore:
 
     def run(self, query: str, routing: str = "w", **params: Any) -> list[dict[str, Any]]:
         """Run one parameterised statement: a write in its own (retried) transaction, a read
-        (``routing="r"``) as one auto-commit statement."""
+        (``routing="r"``) as an auto-commit statement, tried twice."""
         try:
             if routing == "r":
                 keys, values = self._read(query, params)
@@ -91,11 +91,17 @@ class Neo4jStore:
 
     def _read(self, query: str, params: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
         # an auto-commit statement is one round trip (RUN and PULL); a managed transaction adds a
-        # BEGIN and a COMMIT, ~0.3 ms of a small read's ~1 ms. Its retries are not needed here: the
-        # pool drops a connection the server closed before handing it out, and the workers' tasks
-        # retry on any error
-        with self._driver.session(database=self.database, default_access_mode=neo4j.READ_ACCESS) as session:
-            return _keys_and_values(session.run(cast(LiteralString, query), params))
+        # BEGIN and a COMMIT, ~0.3 ms of a small read's ~1 ms. The pool drops a connection whose
+        # socket it already sees closed, but Neo4j may close one between that look and the RUN
+        # (a restart, dbms.killConnection): a read changes nothing, so it is tried once more
+        for attempt in range(2):
+            try:
+                with self._driver.session(database=self.database, default_access_mode=neo4j.READ_ACCESS) as session:
+                    return _keys_and_values(session.run(cast(LiteralString, query), params))
+            except (ServiceUnavailable, SessionExpired):
+                if attempt == 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def _run_idempotent(self, query: str, **params: Any) -> list[dict[str, Any]]:
         # two workers may MERGE the same entity or fact at once; the loser's transaction fails the
