@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -21,7 +22,7 @@ from factloom import __version__
 from factloom.config import Settings, get_settings
 from factloom.graph.errors import GraphUnavailable, InvalidGraphInput
 from factloom.platform.admin.routes import router as admin_router
-from factloom.platform.errors import PlatformError
+from factloom.platform.errors import RETRY_AFTER_S, PlatformError
 from factloom.platform.feedback.routes import router as feedback_router
 from factloom.platform.ingest.routes import router as ingest_router
 from factloom.platform.metrics import REGISTRY, REQUEST_SECONDS, LedgerCollector, scrape_registry
@@ -40,10 +41,13 @@ PROBLEM = "application/problem+json"
 MAX_BODY_BYTES = 16 * 1024 * 1024
 
 
-def problem(status: int, title: str, detail: str, request: Request, **extra: Any) -> JSONResponse:
+def problem(status: int, title: str, detail: str, request: Request, *, retry_after: float | None = None,
+            **extra: Any) -> JSONResponse:
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail,
             "instance": request.url.path, **extra}
-    return JSONResponse(body, status_code=status, media_type=PROBLEM)
+    # whole seconds, rounded up: "Retry-After: 0" would invite the retry storm it is there to stop
+    headers = {"Retry-After": str(max(1, math.ceil(retry_after)))} if retry_after is not None else None
+    return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
 class MeasureRequests:
@@ -130,11 +134,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(PlatformError)
     async def platform_error(request: Request, exc: PlatformError) -> JSONResponse:
-        return problem(exc.status, exc.title, exc.detail, request, **exc.extra)
+        return problem(exc.status, exc.title, exc.detail, request, retry_after=exc.retry_after, **exc.extra)
 
     @app.exception_handler(GraphUnavailable)
     async def graph_down(request: Request, exc: GraphUnavailable) -> JSONResponse:
-        return problem(503, "Service unavailable", str(exc), request)
+        return problem(503, "Service unavailable", str(exc), request, retry_after=RETRY_AFTER_S)
 
     @app.exception_handler(InvalidGraphInput)
     async def graph_input(request: Request, exc: InvalidGraphInput) -> JSONResponse:

@@ -9,7 +9,10 @@
      ├── NotFound                 404
      ├── TooLarge                 413  a batch over the size limit
      ├── Conflict                 409  a decision on a submission that is not waiting for one
+     ├── TooManyRequests          429  a rate limit or a bounded queue is full; try again later
      └── Unavailable              503  Neo4j, Redis or SQL cannot be reached
+
+A 429 or 503 tells the client when to try again: ``retry_after`` seconds, sent as ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -17,17 +20,22 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
-    "PlatformError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "TooLarge", "Conflict", "Unavailable",
+    "PlatformError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "TooLarge", "Conflict", "TooManyRequests",
+    "Unavailable", "RETRY_AFTER_S",
 ]
+
+# what a 503 asks a client to wait when nothing better is known (a store restarting takes seconds)
+RETRY_AFTER_S = 5
 
 
 class PlatformError(Exception):
     status: ClassVar[int] = 500
     title: ClassVar[str] = "Internal error"
 
-    def __init__(self, detail: str, **extra: Any) -> None:
+    def __init__(self, detail: str, *, retry_after: float | None = None, **extra: Any) -> None:
         super().__init__(detail)
         self.detail = detail
+        self.retry_after = retry_after
         self.extra = extra
 
 
@@ -61,6 +69,17 @@ class Conflict(PlatformError):
     title = "Conflict"
 
 
+class TooManyRequests(PlatformError):
+    status = 429
+    title = "Too many requests"
+
+    def __init__(self, detail: str, *, retry_after: float, **extra: Any) -> None:
+        super().__init__(detail, retry_after=retry_after, **extra)
+
+
 class Unavailable(PlatformError):
     status = 503
     title = "Service unavailable"
+
+    def __init__(self, detail: str, *, retry_after: float = RETRY_AFTER_S, **extra: Any) -> None:
+        super().__init__(detail, retry_after=retry_after, **extra)
