@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import redis
 
 from factloom.config import Settings, get_settings
 from factloom.graph import Neo4jStore
@@ -49,6 +50,11 @@ class WorkerContext:
     @cached_property
     def store(self) -> Neo4jStore:
         return Neo4jStore(self.settings.neo4j_uri, self.settings.neo4j_auth())
+
+    @cached_property
+    def redis(self) -> redis.Redis:
+        """The broker's Redis, for locks and for reading what is queued."""
+        return redis.Redis.from_url(self.settings.redis_url)
 
     @cached_property
     def embedder(self) -> Embedder:

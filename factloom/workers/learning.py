@@ -61,9 +61,8 @@ def due(ctx: WorkerContext) -> list[tuple[str, str]]:
     config = LearnConfig.of(ctx.settings)
     found = [(kb, "scorer") for kb in scorer_due(ctx.db, min_facts=config.min_facts)] + \
         [(kb, "reasoner") for kb in reasoner_due(ctx.db, min_feedback=config.min_feedback)]
-    client = redis.Redis.from_url(ctx.settings.redis_url)
     # one running already: it learns what is new when it is done, no need to queue another
-    return [(kb, kind) for kb, kind in found if not client.exists(lock_name(kb, kind))]
+    return [(kb, kind) for kb, kind in found if not ctx.redis.exists(lock_name(kb, kind))]
 
 
 def lock_name(kb: str, kind: str) -> str:
@@ -75,8 +74,7 @@ def update(ctx: WorkerContext, kb: str, kind: str, *, force: bool = False) -> di
     if kind not in UPDATES:
         raise ValueError(f"nothing to learn called {kind!r}; known: {', '.join(UPDATES)}")
     config = LearnConfig.of(ctx.settings)
-    client = redis.Redis.from_url(ctx.settings.redis_url)
-    with held(client, lock_name(kb, kind), ctx.settings.learn_lock_ttl_s) as mine:
+    with held(ctx.redis, lock_name(kb, kind), ctx.settings.learn_lock_ttl_s) as mine:
         if not mine:
             return Outcome(kb, kind, "busy").as_dict()
         try:

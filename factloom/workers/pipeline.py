@@ -180,18 +180,19 @@ def _write(row: FactSubmission, functional: Sequence[str], beside: bool = False)
     )
 
 
-def stale_submissions(ctx: WorkerContext, older_than: timedelta, limit: int = 5000) -> tuple[list[str], list[str]]:
-    """Ids untouched for ``older_than``: (still to check, accepted but not yet in the graph)."""
+def stale_submissions(ctx: WorkerContext, older_than: timedelta) -> tuple[list[str], list[str]]:
+    """Ids untouched for ``older_than``: (still to check, accepted but not yet in the graph).
+
+    All of them, ids only: most are usually queued behind a backlog, and the sweeper must look
+    past those to find the few whose message was lost."""
     cutoff = datetime.now(timezone.utc) - older_than
     with ctx.db.session() as session:
         to_check = session.scalars(
             select(FactSubmission.id)
             .where(FactSubmission.status.in_([Status.pending, Status.checking]), FactSubmission.updated_at < cutoff)
-            .limit(limit)
         ).all()
         to_commit = session.scalars(
             select(FactSubmission.id)
             .where(FactSubmission.status.in_([Status.accepted, Status.reviewed]), FactSubmission.updated_at < cutoff)
-            .limit(limit)
         ).all()
     return list(to_check), list(to_commit)

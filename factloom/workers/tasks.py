@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 
-from celery import shared_task
+from celery import Task, shared_task
 from sqlalchemy import update
 
 from factloom.ledger import FactSubmission
@@ -36,10 +35,8 @@ def embed_entities(budget_s: float = 60.0) -> int:
     """Give new entities their name embedding (for vector linking), in batches, one task at a time."""
     import time
 
-    import redis
-
     ctx = context()
-    lock = redis.Redis.from_url(ctx.settings.redis_url).lock("factloom:embed-entities", timeout=300)
+    lock = ctx.redis.lock("factloom:embed-entities", timeout=300)
     if not lock.acquire(blocking=False):
         return 0  # another worker is at it; the beat schedule comes back for what is left
     done = 0
@@ -52,19 +49,23 @@ def embed_entities(budget_s: float = 60.0) -> int:
     return done
 
 
-@shared_task(name="factloom.ingest.sweep")
-def sweep() -> dict[str, int]:
-    """Re-enqueue submissions whose message was lost (broker restart, worker killed)."""
+@shared_task(name="factloom.ingest.sweep", bind=True)
+def sweep(self: Task) -> dict[str, int]:
+    """Re-enqueue submissions whose message was lost (broker restart, worker killed); one that is
+    only queued is left alone (:mod:`factloom.workers.sweeper`)."""
+    from factloom.workers import sweeper
+
     ctx = context()
-    to_check, to_commit = pipeline.stale_submissions(ctx, timedelta(seconds=ctx.settings.sweep_after_s))
+    to_check, to_commit = sweeper.lost_submissions(ctx, self.app, ctx.redis)
     ids = to_check + to_commit
     if ids:
-        # touch them so the next sweep leaves them alone while these messages are in flight
+        # touch them: the next sweep looks at them again only if these messages are lost too
         with ctx.db.session() as session:
             session.execute(update(FactSubmission).where(FactSubmission.id.in_(ids)).values(updated_at=utcnow()))
         enqueue_check(to_check, ctx.settings.check_chunk_size)
         enqueue_commit(to_commit, ctx.settings.check_chunk_size)
-        log.info("sweeper re-enqueued %d to check, %d to commit", len(to_check), len(to_commit))
+        log.warning("sweeper re-enqueued %d to check, %d to commit: their messages were lost",
+                    len(to_check), len(to_commit))
     return {"check": len(to_check), "commit": len(to_commit)}
 
 
