@@ -6,17 +6,30 @@
 'Ridley Scott'
 >>> client.feedback("who directed [Blade Runner]", "Ridley Scott", correct=True)["count"]
 1
+
+A request the server refused for now (429 Too many requests, 503 Service unavailable) is sent again
+after the ``Retry-After`` it named, or with exponential backoff, up to ``retries`` times and
+``max_wait_s`` seconds in all; so is one that never reached the server (connection refused). One
+whose answer was lost on the way back (a read error or timeout) is sent again only where sending it
+twice changes nothing: reads, and ``submit`` (the ledger keeps one submission per fact key).
 """
 
 from __future__ import annotations
 
+import email.utils
+import logging
+import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import httpx
 
-__all__ = ["Client", "ApiError", "read_facts"]
+__all__ = ["Client", "ApiError", "read_facts", "RETRY_STATUSES"]
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUSES = frozenset({429, 503})  # refused for now, nothing written: try again later
 
 
 class ApiError(Exception):
@@ -28,11 +41,32 @@ class ApiError(Exception):
         super().__init__(f"{status} {problem.get('title', '')}: {problem.get('detail', '')}")
 
 
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date), if it has one."""
+    value = response.headers.get("retry-after", "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
 class Client:
-    def __init__(self, base_url: str, api_key: str, timeout: float = 60.0) -> None:
+    """``retries`` and ``max_wait_s`` bound the tries of one call (see the module's docstring);
+    ``retries=0`` sends each request once."""
+
+    def __init__(self, base_url: str, api_key: str, timeout: float = 60.0, *, retries: int = 5,
+                 max_wait_s: float = 120.0, transport: httpx.BaseTransport | None = None) -> None:
         self._http = httpx.Client(
-            base_url=base_url, timeout=timeout, headers={"Authorization": f"Bearer {api_key}"}
+            base_url=base_url, timeout=timeout, headers={"Authorization": f"Bearer {api_key}"},
+            transport=transport,
         )
+        self.retries = retries
+        self.max_wait_s = max_wait_s
 
     def __enter__(self) -> Client:
         return self
@@ -43,8 +77,32 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self._http.request(method, path, **kwargs)
+    def _send(self, method: str, path: str, *, idempotent: bool, **kwargs: Any) -> httpx.Response:
+        deadline = time.monotonic() + self.max_wait_s
+        attempt = 0
+        while True:
+            backoff = min(30.0, 0.5 * 2 ** attempt) * random.uniform(0.5, 1.0)  # noqa: S311 - jitter
+            try:
+                response = self._http.request(method, path, **kwargs)
+            except httpx.TransportError as exc:
+                # connection refused: the request never reached the server, safe to send again
+                if attempt == self.retries or time.monotonic() + backoff > deadline or not (
+                        idempotent or isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)):
+                    raise
+                wait, reason = backoff, str(exc) or type(exc).__name__
+            else:
+                told = _retry_after(response)
+                wait, reason = (backoff if told is None else told), str(response.status_code)
+                if response.status_code not in RETRY_STATUSES or attempt == self.retries or \
+                        time.monotonic() + wait > deadline:
+                    return response
+            log.info("%s %s: %s; trying again in %.1f s", method, path, reason, wait)
+            time.sleep(wait)
+            attempt += 1
+
+    def _call(self, method: str, path: str, *, idempotent: bool | None = None, **kwargs: Any) -> Any:
+        response = self._send(method, path, idempotent=method == "GET" if idempotent is None else idempotent,
+                              **kwargs)
         if response.status_code >= 400:
             try:
                 problem = response.json()
@@ -54,7 +112,8 @@ class Client:
         return response.json()
 
     def submit(self, facts: Sequence[dict[str, Any]], kb: str = "default") -> dict[str, Any]:
-        return self._call("POST", "/v1/facts", json={"kb": kb, "facts": list(facts)})  # type: ignore[no-any-return]
+        return self._call("POST", "/v1/facts", idempotent=True,
+                          json={"kb": kb, "facts": list(facts)})  # type: ignore[no-any-return]
 
     def batch(self, batch_id: str) -> dict[str, Any]:
         return self._call("GET", f"/v1/batches/{batch_id}")  # type: ignore[no-any-return]
@@ -64,7 +123,7 @@ class Client:
 
     def query(self, question: str, kb: str = "default", top_k: int = 5, **extra: Any) -> dict[str, Any]:
         body = {"question": question, "kb": kb, "top_k": top_k, **extra}
-        return self._call("POST", "/v1/query", json=body)  # type: ignore[no-any-return]
+        return self._call("POST", "/v1/query", idempotent=True, json=body)  # type: ignore[no-any-return]
 
     def feedback(
         self, question: str, answer: str, correct: bool, *, kb: str = "default", expected: str | None = None,
