@@ -1,9 +1,10 @@
-"""A worker killed mid-batch, then restarted: nothing lost, nothing duplicated. A store whose pooled
-connection Neo4j closed reads on."""
+"""Faults on the real services: a worker, Redis or Neo4j killed -9 mid-ingest and started again loses
+nothing and duplicates nothing; a store whose pooled connection Neo4j closed reads on."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 
@@ -14,6 +15,7 @@ from sqlalchemy import func, select
 from factloom.config import Settings
 from factloom.graph import Neo4jStore
 from factloom.ledger import Database, FactSubmission, Status
+from factloom.platform.process import Service
 
 pytestmark = pytest.mark.integration
 
@@ -74,3 +76,76 @@ def test_a_read_on_a_connection_neo4j_closed_succeeds(store: Neo4jStore, setting
             assert reader.run("RETURN 1 AS ok", routing="r") == [{"ok": 1}]
     finally:
         reader.close()
+
+
+# --- a store killed -9 during ingest, then started again --------------------------------------
+
+def _kill(service: Service) -> None:
+    pid = service.pid()
+    assert pid is not None, f"{service.name} is not running"
+    os.killpg(pid, signal.SIGKILL)  # own session: the group is the service and its children
+    deadline = time.monotonic() + 30
+    while service.pid() is not None:
+        assert time.monotonic() < deadline, f"{service.name} outlived SIGKILL"
+        time.sleep(0.1)
+
+
+def _post(api: httpx.Client, kb: str, start: int, n: int) -> httpx.Response:
+    facts = [{"subject": f"Track {i}", "predicate": "performed_by", "object": f"Band {i % 40}",
+              "source": "fault-test"} for i in range(start, start + n)]
+    return api.post("/v1/facts", json={"kb": kb, "facts": facts})
+
+
+def _settled_once(db: Database, store: Neo4jStore, kb: str, accepted: int, timeout: float = 300) -> None:
+    """Every fact the API took (202) committed, each exactly once in the graph."""
+    deadline = time.monotonic() + timeout
+    while statuses(db, kb).get(Status.committed.value, 0) < accepted:
+        assert time.monotonic() < deadline, f"stuck at {statuses(db, kb)} of {accepted}"
+        time.sleep(0.5)
+    assert statuses(db, kb) == {"committed": accepted}
+    assert store.count(kb)[1] == accepted
+    duplicates = store.run("MATCH ()-[r:FACT {kb: $kb}]->() WITH r.fact_id AS id, count(*) AS n "
+                           "WHERE n > 1 RETURN count(id) AS d", kb=kb)
+    assert duplicates[0]["d"] == 0
+
+
+def test_redis_killed_and_started_without_its_data_loses_no_fact(
+    api: httpx.Client, db: Database, store: Neo4jStore, redis_service: Service, settings: Settings
+) -> None:
+    # the batch is in the ledger before it is enqueued: while Redis is down a POST still answers
+    # 202, and the sweeper sends what Redis forgot once it is back (docs: "When a store goes down")
+    kb = "redis-fault"
+    for start in range(0, 1500, 500):
+        assert _post(api, kb, start, 500).status_code == 202
+    _kill(redis_service)
+    shutil.rmtree(settings.home / "redis", ignore_errors=True)  # no persistence: queue and locks gone
+    for start in range(1500, 2000, 250):
+        answer = _post(api, kb, start, 250)
+        assert answer.status_code == 202, answer.text
+    redis_service.start()
+    _settled_once(db, store, kb, 2000)
+
+
+def test_neo4j_killed_during_commits_then_started_commits_everything_and_queries_wait(
+    api: httpx.Client, anonymous: httpx.Client, db: Database, store: Neo4jStore, neo4j_service: Service
+) -> None:
+    kb = "neo4j-fault"
+    for start in range(0, 1500, 500):
+        assert _post(api, kb, start, 500).status_code == 202
+    deadline = time.monotonic() + 120
+    while statuses(db, kb).get("committed", 0) == 0:
+        assert time.monotonic() < deadline, "no commit before the kill"
+        time.sleep(0.2)
+    _kill(neo4j_service)
+    try:
+        answer = api.post("/v1/query", json={"question": "who performed [Track 1]", "kb": kb})
+        assert answer.status_code == 503, answer.text
+        assert answer.headers["content-type"] == "application/problem+json"
+        assert int(answer.headers["retry-after"]) >= 1
+        ready = anonymous.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["checks"]["neo4j"] is False
+        assert _post(api, kb, 1500, 500).status_code == 202  # the ledger takes facts meanwhile
+    finally:
+        neo4j_service.start()
+    _settled_once(db, store, kb, 2000)
+    assert api.post("/v1/query", json={"question": "who performed [Track 1]", "kb": kb}).status_code == 200
