@@ -190,7 +190,10 @@ class ApiKey(Base):
     prefix: Mapped[str] = mapped_column(String(16), unique=True)
     key_hash: Mapped[str] = mapped_column(String(64))
     scopes: Mapped[str] = mapped_column(String(200))  # comma separated, from SCOPES
+    # the knowledge bases the key may read and write; None: all of them
+    kbs: Mapped[list[str] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime | None]
     revoked_at: Mapped[datetime | None]
 
 

@@ -202,19 +202,37 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_keys(args: argparse.Namespace, settings: Settings) -> None:
+    import getpass
+
     from factloom.ledger import Database
-    from factloom.platform.auth.service import create_key, parse_scopes
+    from factloom.platform.auth import service
     from factloom.platform.errors import PlatformError
 
     db = Database(settings.sql_url)
+    actor = f"cli:{getpass.getuser()}"
     try:
-        token, principal = create_key(db=db, name=args.name, scopes=parse_scopes(args.scopes))
+        if args.keys_command == "create":
+            token, principal = service.create_key(
+                db=db, name=args.name, scopes=service.parse_scopes(args.scopes), kbs=service.parse_kbs(args.kbs),
+                expires_at=service.expiry(days=args.expires_days), actor=actor)
+            info = service.get_key(db=db, key_id=principal.key_id)
+        elif args.keys_command == "rotate":
+            token, info = service.rotate_key(db=db, key_id=args.key_id, actor=actor,
+                                             expires_at=service.expiry(days=args.expires_days))
+        elif args.keys_command == "revoke":
+            info = service.revoke_key(db=db, key_id=args.key_id, actor=actor)
+            print(f"key {info.id} ({info.name}) revoked; the API refuses it within {service.KEY_TTL_S:g} s")
+            return
+        else:
+            keys = service.list_keys(db=db, include_revoked=args.all)
+            print("\n".join(service.describe(k) for k in keys) if keys else "no API keys")
+            return
     except PlatformError as exc:
         sys.exit(f"error: {exc.detail}")
     finally:
         db.dispose()
     print(token)
-    print(f"(key {principal.key_id}, scopes {','.join(sorted(principal.scopes))}; shown once)", file=sys.stderr)
+    print(f"({service.describe(info)}; shown once)", file=sys.stderr)
 
 
 def cmd_models(args: argparse.Namespace, settings: Settings) -> None:
@@ -419,7 +437,19 @@ def build_parser() -> argparse.ArgumentParser:
     create = keys.add_parser("create", help="print a new API key")
     create.add_argument("--scopes", required=True, help="comma separated: ingest,query,review,admin")
     create.add_argument("--name", default="cli", help="who the key is for")
+    create.add_argument("--kbs", help="comma separated: the only kbs the key may read and write (default: all)")
+    create.add_argument("--expires-days", type=float, metavar="N", help="the key stops working N days from now")
     create.set_defaults(func=cmd_keys)
+    klist = keys.add_parser("list", help="every key: id, prefix, name, scopes, kbs, expiry (never the secret)")
+    klist.add_argument("--all", action="store_true", help="revoked keys too")
+    klist.set_defaults(func=cmd_keys)
+    krevoke = keys.add_parser("revoke", help="refuse a key from now on")
+    krevoke.add_argument("key_id", help="the key's id (from 'keys list')")
+    krevoke.set_defaults(func=cmd_keys)
+    krotate = keys.add_parser("rotate", help="print a new secret for a key (same name, scopes, kbs); revoke the old")
+    krotate.add_argument("key_id", help="the key's id (from 'keys list')")
+    krotate.add_argument("--expires-days", type=float, metavar="N", help="a new expiry (default: the old key's)")
+    krotate.set_defaults(func=cmd_keys)
     users = sub.add_parser("users", help="admin-UI accounts").add_subparsers(dest="users_command", required=True)
     ucreate = users.add_parser("create", help="create an account that signs in to /admin")
     ucreate.add_argument("name")

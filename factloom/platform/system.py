@@ -1,4 +1,4 @@
-"""Health, readiness and API-key administration."""
+"""Health and readiness; the API-key routes (``factloom.platform.auth.routes``) hang from this router."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
 from sqlalchemy import text
 
 from factloom import __version__
-from factloom.platform.auth.service import create_key
-from factloom.platform.deps import AdminKey, ResourcesDep
+from factloom.platform.auth.routes import router as keys_router
+from factloom.platform.deps import ResourcesDep
 
 __all__ = ["router"]
 
 router = APIRouter()
+router.include_router(keys_router)
 
 
 @router.get("/healthz", tags=["system"])
@@ -42,21 +42,3 @@ def readyz(resources: ResourcesDep) -> JSONResponse:
         checks["redis"] = False
     ready = all(checks.values())
     return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
-
-
-class KeyIn(BaseModel):
-    name: str = Field(min_length=1, max_length=200)
-    scopes: list[str] = Field(min_length=1)
-
-
-class KeyOut(BaseModel):
-    id: str
-    name: str
-    scopes: list[str]
-    key: str = Field(description="shown once; only its hash is stored")
-
-
-@router.post("/v1/keys", tags=["system"], status_code=201, response_model=KeyOut)
-def post_key(body: KeyIn, _: AdminKey, resources: ResourcesDep) -> KeyOut:
-    token, principal = create_key(db=resources.db, name=body.name, scopes=body.scopes)
-    return KeyOut(id=principal.key_id, name=principal.name, scopes=sorted(principal.scopes), key=token)

@@ -19,6 +19,7 @@ router = APIRouter(prefix="/v1", tags=["feedback"])
 @router.post("/feedback", status_code=status.HTTP_201_CREATED, response_model=FeedbackRecorded)
 def post_feedback(body: FeedbackIn, principal: QueryKey, resources: ResourcesDep) -> FeedbackRecorded:
     """Record whether answers were right: a batch of 1 to 1000 items, written whole or not at all."""
+    principal.require_kb(body.kb)
     service.require_kb(store=resources.store, kb=body.kb)
     ids = service.record(db=resources.db, kb=body.kb, items=body.items, actor=f"key:{principal.name}")
     return FeedbackRecorded(count=len(ids), ids=ids)
@@ -26,9 +27,9 @@ def post_feedback(body: FeedbackIn, principal: QueryKey, resources: ResourcesDep
 
 @router.get("/feedback", response_model=FeedbackPage)
 def list_feedback(
-    _: QueryKey, db: DbDep, kb: Annotated[KbName | None, Query()] = None,
+    principal: QueryKey, db: DbDep, kb: Annotated[KbName | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> FeedbackPage:
-    """The newest feedback, of one kb or of all."""
-    rows = service.list_feedback(db=db, kb=kb, limit=limit)
+    """The newest feedback, of one kb or of all (that the key may read)."""
+    rows = service.list_feedback(db=db, kb=None, kbs=principal.visible_kbs(kb), limit=limit)
     return FeedbackPage(items=[FeedbackOut.model_validate(r, from_attributes=True) for r in rows], limit=limit)

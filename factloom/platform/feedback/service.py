@@ -6,7 +6,7 @@ reasoner; this module only writes and lists them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from sqlalchemy import select
 
@@ -52,11 +52,14 @@ def record(*, db: Database, kb: str, items: Sequence[FeedbackItem], actor: str) 
     return ids
 
 
-def list_feedback(*, db: Database, kb: str | None, limit: int) -> list[AnswerFeedback]:
-    """The newest ``limit`` items, of one kb or of all."""
+def list_feedback(*, db: Database, kb: str | None, limit: int,
+                  kbs: Collection[str] | None = None) -> list[AnswerFeedback]:
+    """The newest ``limit`` items, of one kb or of all; ``kbs`` (``None``: every kb) narrows it."""
     query = select(AnswerFeedback)
     if kb:
         query = query.where(AnswerFeedback.kb == kb)
+    if kbs is not None:
+        query = query.where(AnswerFeedback.kb.in_(sorted(kbs)))
     with db.session() as session:
         return list(session.scalars(
             query.order_by(AnswerFeedback.created_at.desc(), AnswerFeedback.id.desc()).limit(limit)

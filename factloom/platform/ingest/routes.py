@@ -17,6 +17,7 @@ router = APIRouter(prefix="/v1", tags=["ingest"])
 
 @router.post("/facts", status_code=status.HTTP_202_ACCEPTED, response_model=BatchAccepted)
 def post_facts(body: BatchIn, principal: IngestKey, db: DbDep, settings: SettingsDep) -> BatchAccepted:
+    principal.require_kb(body.kb)
     submitted = service.submit(
         db=db, kb=body.kb, facts=body.facts, max_facts=settings.max_batch_facts, api_key_id=principal.key_id,
         evidence_dir=settings.evidence_dir, max_image_bytes=settings.max_image_bytes,
@@ -27,8 +28,9 @@ def post_facts(body: BatchIn, principal: IngestKey, db: DbDep, settings: Setting
 
 
 @router.get("/batches/{batch_id}", response_model=BatchOut)
-def get_batch(batch_id: str, _: IngestKey, db: DbDep) -> BatchOut:
+def get_batch(batch_id: str, principal: IngestKey, db: DbDep) -> BatchOut:
     batch, counts = service.get_batch(db=db, batch_id=batch_id)
+    principal.require_kb(batch.kb)
     # accepted and reviewed are on their way into the graph; needs_review waits for a person
     waiting = sum(counts[s.value] for s in (Status.pending, Status.checking, Status.accepted, Status.reviewed))
     return BatchOut(
@@ -38,8 +40,10 @@ def get_batch(batch_id: str, _: IngestKey, db: DbDep) -> BatchOut:
 
 
 @router.get("/facts/{submission_id}", response_model=SubmissionOut)
-def get_fact(submission_id: str, _: IngestKey, db: DbDep) -> SubmissionOut:
-    return submission_out(service.get_submission(db=db, submission_id=submission_id))
+def get_fact(submission_id: str, principal: IngestKey, db: DbDep) -> SubmissionOut:
+    row = service.get_submission(db=db, submission_id=submission_id)
+    principal.require_kb(row.kb)
+    return submission_out(row)
 
 
 def submission_out(row: FactSubmission) -> SubmissionOut:

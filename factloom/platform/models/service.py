@@ -2,16 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
+from sqlalchemy import select
+
 from factloom.learn import UPDATES
 from factloom.ledger import Database, ModelVersion, activate_version, list_versions
 from factloom.platform.errors import Conflict, NotFound
 
-__all__ = ["list_models", "activate", "unlearned", "request_update"]
+__all__ = ["list_models", "kb_of", "activate", "unlearned", "request_update"]
 
 
 def list_models(*, db: Database, kind: str | None = None, kb: str | None = None,
-                limit: int = 100) -> list[ModelVersion]:
-    return list_versions(db, kind=kind, kb=kb, limit=limit)
+                limit: int = 100, kbs: Collection[str] | None = None) -> list[ModelVersion]:
+    """The newest ``limit`` versions, of one ``kind`` and one ``kb`` where given; ``kbs`` (``None``:
+    every kb, and versions of no kb) narrows them to those kbs."""
+    if kbs is None:
+        return list_versions(db, kind=kind, kb=kb, limit=limit)
+    query = select(ModelVersion).where(ModelVersion.kb.in_(sorted(kbs)))
+    if kind is not None:
+        query = query.where(ModelVersion.kind == kind)
+    if kb is not None:
+        query = query.where(ModelVersion.kb == kb)
+    with db.session() as session:
+        return list(session.scalars(query.order_by(ModelVersion.created_at.desc()).limit(limit)))
+
+
+def kb_of(*, db: Database, version: str) -> str | None:
+    """The kb a registered version serves (``None`` for one of no kb)."""
+    with db.session() as session:
+        row = session.get(ModelVersion, version)
+        if row is None:
+            raise NotFound(f"no model version {version!r}")
+        return row.kb
 
 
 def activate(*, db: Database, version: str, actor: str) -> ModelVersion:

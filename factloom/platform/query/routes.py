@@ -15,8 +15,9 @@ router = APIRouter(prefix="/v1", tags=["query"])
 
 
 @router.post("/query", response_model=QueryOut)
-def post_query(body: QueryIn, _: QueryKey, resources: ResourcesDep) -> Response:
+def post_query(body: QueryIn, principal: QueryKey, resources: ResourcesDep) -> Response:
     """Answer a question with ranked entities and the fact paths that support each."""
+    principal.require_kb(body.kb)
     settings = resources.settings
     engine = None
     if (body.reasoner or settings.query_reasoner) != "baseline":

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from factloom.ledger import Status
 from factloom.platform.deps import DbDep, ReviewKey
 from factloom.platform.ingest.routes import submission_out
 from factloom.platform.review import service
@@ -18,10 +19,10 @@ router = APIRouter(prefix="/v1", tags=["review"])
 
 @router.get("/review", response_model=ReviewPage)
 def list_review(
-    _: ReviewKey,
+    principal: ReviewKey,
     db: DbDep,
     kb: str | None = None,
-    status: str = "needs_review",
+    status: Status = Status.needs_review,
     predicate: str | None = None,
     source: str | None = None,
     batch_id: str | None = None,
@@ -29,14 +30,15 @@ def list_review(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> ReviewPage:
     rows, total = service.list_submissions(
-        db=db, kb=kb, status=status, predicate=predicate, source=source, batch_id=batch_id,
-        limit=limit, offset=offset,
+        db=db, kb=None, kbs=principal.visible_kbs(kb), status=status, predicate=predicate, source=source,
+        batch_id=batch_id, limit=limit, offset=offset,
     )
     return ReviewPage(items=[submission_out(r) for r in rows], total=total, limit=limit, offset=offset)
 
 
 @router.post("/review/{submission_id}", response_model=DecisionOut)
 def post_decision(submission_id: str, body: DecisionIn, principal: ReviewKey, db: DbDep) -> DecisionOut:
+    principal.require_kb(service.kb_of(db=db, submission_id=submission_id))
     status = service.decide(
         db=db, submission_id=submission_id, decision=body.decision, reason=body.reason,
         reviewer=f"key:{principal.name}",

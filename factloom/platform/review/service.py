@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from sqlalchemy import func, select, update
 
 from factloom.ledger import AuditEvent, Database, FactSubmission, ReviewDecision, Status
 from factloom.platform.errors import BadRequest, Conflict, NotFound
 
-__all__ = ["list_submissions", "decide", "DECISIONS"]
+__all__ = ["list_submissions", "kb_of", "decide", "DECISIONS"]
 
 REVIEWABLE = frozenset({Status.needs_review})
 # accept: the claim holds (a new value of a functional predicate replaces the current one);
@@ -18,8 +20,10 @@ DECISIONS = ("accept", "keep_both", "reject")
 
 def list_submissions(
     *, db: Database, kb: str | None, status: str, predicate: str | None, source: str | None,
-    batch_id: str | None, limit: int, offset: int,
+    batch_id: str | None, limit: int, offset: int, kbs: Collection[str] | None = None,
 ) -> tuple[list[FactSubmission], int]:
+    """One page of submissions in ``status``, oldest first, and how many there are; ``kb`` and ``kbs``
+    (any of them; ``None``: every kb) narrow it."""
     try:
         wanted = Status(status)
     except ValueError:
@@ -27,6 +31,8 @@ def list_submissions(
     where = [FactSubmission.status == wanted]
     if kb:
         where.append(FactSubmission.kb == kb)
+    if kbs is not None:
+        where.append(FactSubmission.kb.in_(sorted(kbs)))
     if predicate:
         where.append(FactSubmission.predicate == predicate)
     if source:
@@ -42,6 +48,15 @@ def list_submissions(
         for row in rows:
             _ = row.checks
     return list(rows), total
+
+
+def kb_of(*, db: Database, submission_id: str) -> str:
+    """The kb a submission belongs to (it never changes)."""
+    with db.session() as session:
+        kb = session.scalar(select(FactSubmission.kb).where(FactSubmission.id == submission_id))
+    if kb is None:
+        raise NotFound(f"no submission {submission_id}")
+    return kb
 
 
 def decide(*, db: Database, submission_id: str, decision: str, reason: str, reviewer: str) -> Status:
