@@ -45,6 +45,17 @@ class Settings(BaseSettings):
     api_url: str = ""  # the CLI's target; empty: http://api_host:api_port
     api_key: str = ""  # the CLI's key; empty: the local admin key ``up`` wrote to ``home/api-key``
 
+    # rate limits under /v1 (docs/keys.md), token buckets in Redis shared by every API process; a
+    # Redis that cannot be reached turns them off until it answers again (availability over limiting).
+    # Per API key: ``rate_limit_per_s`` requests a second on average, bursts of ``rate_limit_burst``;
+    # generous, so the demo load and the benches stay under them; 0: off
+    rate_limit_per_s: float = 1000.0
+    rate_limit_burst: int = 2000
+    # failed authentications per client address and key prefix: ``auth_failure_limit`` of them, then
+    # one more every ``auth_failure_window_s / auth_failure_limit`` seconds (429 with Retry-After); 0: off
+    auth_failure_limit: int = 10
+    auth_failure_window_s: float = 60.0
+
     # ingest limits, enforced at the edge before anything is written
     max_batch_facts: int = 1000
     max_string_chars: int = 1000
