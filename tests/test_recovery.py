@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import threading
 import time
 
 import httpx
@@ -149,3 +150,34 @@ def test_neo4j_killed_during_commits_then_started_commits_everything_and_queries
         neo4j_service.start()
     _settled_once(db, store, kb, 2000)
     assert api.post("/v1/query", json={"question": "who performed [Track 1]", "kb": kb}).status_code == 200
+
+
+def test_the_api_killed_amid_posts_leaves_each_batch_whole_or_absent(
+    api: httpx.Client, db: Database, store: Neo4jStore, live: dict[str, Service]
+) -> None:
+    kb = "api-fault"
+    answers: list[int | None] = []
+
+    def pump() -> None:
+        for n in range(40):
+            try:
+                answers.append(_post(api, kb, n * 200, 200).status_code)
+            except httpx.TransportError:
+                answers.append(None)  # no answer: the batch may or may not have been taken
+
+    sender = threading.Thread(target=pump)
+    sender.start()
+    deadline = time.monotonic() + 60
+    while len(answers) < 3:
+        assert time.monotonic() < deadline and sender.is_alive(), f"posting stalled: {answers}"
+        time.sleep(0.01)
+    _kill(live["api"])
+    sender.join()
+    live["api"].start()
+    assert 202 in answers and None in answers, f"the kill did not fall amid the posts: {answers}"
+    with db.session() as session:
+        sizes = session.execute(select(FactSubmission.batch_id, func.count())
+                                .where(FactSubmission.kb == kb).group_by(FactSubmission.batch_id)).all()
+    assert {n for _, n in sizes} == {200}, "a batch was half written"
+    assert len(sizes) >= answers.count(202)
+    _settled_once(db, store, kb, 200 * len(sizes))
