@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, LiteralString, cast
 
@@ -276,6 +276,39 @@ class Neo4jStore:
     def drop_kb(self, kb: str) -> None:
         with self._driver.session(database=self.database) as session:
             session.run(q.DROP_KB, kb=check_kb(kb)).consume()
+
+    # ------------------------------------------------------------ backup and restore
+
+    def is_empty(self) -> bool:
+        return int(self.run(q.COUNT_ALL, routing="r")[0]["n"]) == 0
+
+    def dump(self, label_or_type: str) -> Iterator[dict[str, Any]]:
+        """Every node of a label (``{"id", "p"}``) or relationship of a type (``{"a", "b", "p"}``,
+        the element ids of its ends), streamed from one read transaction; temporal properties
+        come as the driver's ``neo4j.time`` values."""
+        if label_or_type in q.LABELS:
+            query = q.DUMP_NODES.format(label=label_or_type)
+        elif label_or_type in q.REL_TYPES:
+            query = q.DUMP_RELATIONSHIPS.format(type=label_or_type)
+        else:
+            raise InvalidGraphInput(f"no label or relationship type {label_or_type!r}")
+        with self._driver.session(database=self.database, default_access_mode=neo4j.READ_ACCESS) as session:
+            result = session.run(cast(LiteralString, query))
+            keys = result.keys()
+            for record in result:
+                yield dict(zip(keys, record.values(), strict=True))
+
+    def restore_nodes(self, label: str, rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+        """Create the dumped nodes ``rows`` of ``label`` again; {old element id: new element id}."""
+        if label not in q.LABELS:
+            raise InvalidGraphInput(f"no label {label!r}")
+        return {r["old"]: r["new"] for r in self.run(q.RESTORE_NODES.format(label=label), rows=list(rows))}
+
+    def restore_relationships(self, rel_type: str, rows: Sequence[dict[str, Any]]) -> int:
+        """Create the dumped relationships ``rows`` again, their ends given as new element ids."""
+        if rel_type not in q.REL_TYPES:
+            raise InvalidGraphInput(f"no relationship type {rel_type!r}")
+        return int(self.run(q.RESTORE_RELATIONSHIPS.format(type=rel_type), rows=list(rows))[0]["n"])
 
 
 def _stored(row: dict[str, Any]) -> StoredFact:
