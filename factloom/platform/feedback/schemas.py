@@ -2,37 +2,32 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from factloom.config import DEFAULT_KB
 from factloom.platform.ingest.schemas import KbName
+from factloom.platform.types import Printable, Timestamp
 
 __all__ = ["MAX_ITEMS", "MAX_TEXT", "FeedbackItem", "FeedbackIn", "FeedbackRecorded", "FeedbackOut", "FeedbackPage"]
 
 MAX_ITEMS = 1000
 MAX_TEXT = 2000
 
-
-def _no_nul(value: str) -> str:
-    # SQLite keeps a NUL, PostgreSQL refuses it mid-transaction: refuse it here, with the item's place
-    if "\x00" in value:
-        raise ValueError("must not contain NUL bytes")
-    return value
-
-
-Text = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TEXT), AfterValidator(_no_nul)
-]
-Version = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64), AfterValidator(_no_nul)]
+# SQLite keeps a NUL, PostgreSQL refuses it mid-transaction: Printable refuses it here, with the item's place
+Text = Annotated[str, Printable(MAX_TEXT)]
+Version = Annotated[str, Printable(64, one_line=True)]
 
 
 class FeedbackItem(BaseModel):
     """One person's word on one answer: right, or wrong and (where known) what the right one is."""
 
-    model_config = ConfigDict(extra="forbid")
+    # the schema says what _expected_only_when_wrong checks: with correct true, expected is absent or null
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "if": {"properties": {"correct": {"const": True}}, "required": ["correct"]},
+        "then": {"properties": {"expected": {"type": "null"}}},
+    })
 
     question: Text = Field(examples=["who directed [Blade Runner]"])
     answer: Text = Field(description="the answer's name, as /v1/query returned it", examples=["Ridley Scott"])
@@ -69,7 +64,7 @@ class FeedbackOut(BaseModel):
     expected: str | None
     actor: str = Field(description="who said so: key:NAME, user:NAME or demo")
     reasoner_version: str | None
-    created_at: datetime
+    created_at: Timestamp
 
 
 class FeedbackPage(BaseModel):

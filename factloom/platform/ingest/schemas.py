@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from factloom.config import DEFAULT_KB
 from factloom.graph.store import KB_PATTERN
+from factloom.platform.types import NO_NUL, Instant, Name, Printable, Timestamp
 
 __all__ = [
     "Evidence", "ImageIn", "FusionOut", "FactIn", "BatchIn", "BatchAccepted", "BatchOut", "CheckOut",
     "SubmissionOut", "KbName",
 ]
 
-Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=1000)]
-Predicate = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")
-]
+Predicate = Annotated[str, Printable(200, one_line=True)]
 KbName = Annotated[str, StringConstraints(pattern=KB_PATTERN.pattern)]
 
 
@@ -48,7 +45,7 @@ class ImageIn(BaseModel):
 
 class Evidence(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    text: Annotated[str, StringConstraints(max_length=10_000)] | None = None
+    text: Annotated[str, StringConstraints(max_length=10_000, pattern=NO_NUL)] | None = None
     image: ImageIn | None = None
 
     @model_validator(mode="before")
@@ -69,21 +66,13 @@ class FactIn(BaseModel):
     subject: Name = Field(description="entity name (or id) of the subject")
     predicate: Predicate
     object: Name = Field(description="entity name (or id) of the object")
-    source: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=1000)] | None = None
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
+    source: Name | None = None
+    valid_from: Instant | None = None
+    valid_to: Instant | None = None
     evidence: Evidence | None = None
-    key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = Field(
+    key: Annotated[str, Printable(200, one_line=True)] | None = Field(
         default=None, description="idempotency key; the same key twice is one submission"
     )
-
-    @model_validator(mode="after")
-    def _interval(self) -> FactIn:
-        for name in ("valid_from", "valid_to"):
-            value = getattr(self, name)
-            if value is not None and value.tzinfo is None:
-                raise ValueError(f"{name} needs a time zone, e.g. 2024-01-01T00:00:00Z")
-        return self
 
 
 class BatchIn(BaseModel):
@@ -102,7 +91,7 @@ class BatchOut(BaseModel):
     batch_id: str
     kb: str
     count: int
-    created_at: datetime
+    created_at: Timestamp
     status: str = Field(description="'checking' while any submission is on its way, else 'done' "
                         "(every submission committed, rejected or waiting for review)")
     counts: dict[str, int]
@@ -139,14 +128,14 @@ class SubmissionOut(BaseModel):
     predicate: str
     object: str
     source: str | None
-    valid_from: datetime | None
-    valid_to: datetime | None
+    valid_from: Timestamp | None
+    valid_to: Timestamp | None
     evidence: dict[str, Any] | None
     status: str
     probability: float | None
     verdict_reason: str | None
     checks: list[CheckOut]
     fusion: FusionOut | None = None
-    created_at: datetime
-    updated_at: datetime
-    committed_at: datetime | None
+    created_at: Timestamp
+    updated_at: Timestamp
+    committed_at: Timestamp | None

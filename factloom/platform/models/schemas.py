@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from factloom.ledger import ModelVersion
 from factloom.platform.ingest.schemas import KbName
+from factloom.platform.types import Timestamp
 
 __all__ = ["ModelVersionOut", "ModelPage", "LearnRequest", "LearnQueued"]
 
@@ -18,11 +18,11 @@ class ModelVersionOut(BaseModel):
     kind: str
     kb: str | None
     status: str
-    created_at: datetime
+    created_at: Timestamp
     artefact: str
     metrics: dict[str, Any]
     parent: str | None = None
-    watermark: datetime | None = None
+    watermark: Timestamp | None = None
     gates: dict[str, Any] = {}
 
     @classmethod

@@ -2,31 +2,30 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field
 
 from factloom.config import DEFAULT_KB
 from factloom.platform.ingest.schemas import KbName
+from factloom.platform.types import Instant, Name
 
 __all__ = ["QueryIn", "QueryOut", "AnswerOut", "PathStepOut", "SeedOut", "Timings", "ModelVersions",
            "SubgraphOut"]
 
 
-
 class QueryIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    question: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=1000)] = Field(
+    question: Name = Field(
         description="a natural-language question; put entity names in [brackets] to link them exactly",
         examples=["which languages are the films directed by [Joel Zwick] in"],
     )
     kb: KbName = DEFAULT_KB
     top_k: int = Field(default=5, ge=1, le=50)
     max_hops: int | None = Field(default=None, ge=1, le=3, description="null: the server's limit")
-    as_of: datetime | None = Field(
-        default=None, description="answer from the facts valid at this moment (null: now; no zone: UTC)"
+    as_of: Instant | None = Field(
+        default=None, description="answer from the facts valid at this moment (null: now), with its time zone"
     )
     reasoner: Literal["learned", "baseline"] | None = Field(
         default=None, description="null: the learned models when some are registered for the kb, else the baseline"
