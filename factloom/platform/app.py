@@ -6,8 +6,9 @@ import logging
 import math
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -22,11 +23,12 @@ from factloom import __version__
 from factloom.config import Settings, get_settings
 from factloom.graph.errors import GraphUnavailable, InvalidGraphInput
 from factloom.platform.admin.routes import router as admin_router
-from factloom.platform.errors import RETRY_AFTER_S, PlatformError
+from factloom.platform.errors import RETRY_AFTER_S, PlatformError, Unauthorized
 from factloom.platform.feedback.routes import router as feedback_router
 from factloom.platform.ingest.routes import router as ingest_router
 from factloom.platform.metrics import REGISTRY, REQUEST_SECONDS, LedgerCollector, scrape_registry
 from factloom.platform.models.routes import router as models_router
+from factloom.platform.openapi import PROBLEM, allowed_methods, document_problems
 from factloom.platform.query.routes import router as query_router
 from factloom.platform.query.service import warm_up
 from factloom.platform.resources import Resources
@@ -37,21 +39,35 @@ from factloom.runtime import settle_heap
 __all__ = ["app", "create_app"]
 
 log = logging.getLogger(__name__)
-PROBLEM = "application/problem+json"
 MAX_BODY_BYTES = 16 * 1024 * 1024
+TOO_LARGE = f"request bodies are limited to {MAX_BODY_BYTES} bytes"
+NO_KEY = "missing API key; send 'Authorization: Bearer KEY'"
 
 
 def problem(status: int, title: str, detail: str, request: Request, *, retry_after: float | None = None,
-            **extra: Any) -> JSONResponse:
+            headers: Mapping[str, str] | None = None, **extra: Any) -> JSONResponse:
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail,
             "instance": request.url.path, **extra}
-    # whole seconds, rounded up: "Retry-After: 0" would invite the retry storm it is there to stop
-    headers = {"Retry-After": str(max(1, math.ceil(retry_after)))} if retry_after is not None else None
+    headers = dict(headers or {})
+    if retry_after is not None:
+        # whole seconds, rounded up: "Retry-After: 0" would invite the retry storm it is there to stop
+        headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
+def _bearer(headers: Headers) -> bool:
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and bool(token.strip())
+
+
 class MeasureRequests:
-    """Refuses an announced body over :data:`MAX_BODY_BYTES` and times each request by route.
+    """Guards the body and the key before any route reads them, and times each request by route.
+
+    * A body over :data:`MAX_BODY_BYTES` is refused with 413: at once when ``Content-Length`` says
+      so, else as soon as the stream (chunked, no length) passes the limit — ``receive`` raises,
+      so neither the rest of the body nor the JSON parser is ever reached.
+    * A ``/v1`` request without ``Authorization: Bearer …`` is refused with 401 before its body is
+      read; the route's dependency (``deps.require_scope``) still checks the key and its scope.
 
     Plain ASGI rather than ``@app.middleware("http")``: Starlette's ``BaseHTTPMiddleware`` runs the
     app in a task group and streams its response through a queue (1-hop at 8 clients: 122.5 → 139.9
@@ -65,11 +81,6 @@ class MeasureRequests:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length = Headers(scope=scope).get("content-length")
-        if length and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            detail = f"request bodies are limited to {MAX_BODY_BYTES} bytes"
-            await problem(413, "Payload too large", detail, Request(scope))(scope, receive, send)
-            return
         start = time.perf_counter()
         status = 500
 
@@ -79,8 +90,29 @@ class MeasureRequests:
                 status = message["status"]
             await send(message)
 
+        received = 0
+
+        async def receive_within_limit() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > MAX_BODY_BYTES:
+                    # FastAPI re-raises an HTTPException met while reading the body (any other error
+                    # becomes its 400); the app's handler answers it as a problem
+                    raise StarletteHTTPException(413, TOO_LARGE)
+            return message
+
+        headers = Headers(scope=scope)
+        length = headers.get("content-length")
         try:
-            await self.app(scope, receive, send_status)
+            if length and length.isdigit() and int(length) > MAX_BODY_BYTES:
+                await problem(413, "Payload too large", TOO_LARGE, Request(scope))(scope, receive, send_status)
+            elif scope["path"].startswith("/v1/") and not _bearer(headers):
+                await problem(401, "Unauthorized", NO_KEY, Request(scope),
+                              headers=Unauthorized.headers)(scope, receive, send_status)
+            else:
+                await self.app(scope, receive_within_limit, send_status)
         finally:
             # the router records the matched route in the scope it was given, which is this one
             route = getattr(scope.get("route"), "path", "unmatched")
@@ -131,10 +163,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
 
     app.add_middleware(MeasureRequests)
+    app.openapi = document_problems(app)  # type: ignore[method-assign]
 
     @app.exception_handler(PlatformError)
     async def platform_error(request: Request, exc: PlatformError) -> JSONResponse:
-        return problem(exc.status, exc.title, exc.detail, request, retry_after=exc.retry_after, **exc.extra)
+        return problem(exc.status, exc.title, exc.detail, request, retry_after=exc.retry_after, headers=exc.headers,
+                       **exc.extra)
 
     @app.exception_handler(GraphUnavailable)
     async def graph_down(request: Request, exc: GraphUnavailable) -> JSONResponse:
@@ -158,7 +192,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return problem(exc.status_code, str(exc.detail), str(exc.detail), request)
+        try:
+            title = HTTPStatus(exc.status_code).phrase
+        except ValueError:
+            title = str(exc.detail)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # Allow names every method of the path (RFC 9110 §15.5.6); the router's names only those of
+            # the first route that matched it, where GET and POST of one path are two routes
+            headers["Allow"] = ", ".join(allowed_methods(app.openapi(), request.url.path, headers.get("Allow", "")))
+        return problem(exc.status_code, title, str(exc.detail), request, headers=headers)
 
     @app.get("/metrics", include_in_schema=False)
     def metrics(request: Request) -> Response:

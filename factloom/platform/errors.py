@@ -13,6 +13,7 @@
      └── Unavailable              503  Neo4j, Redis or SQL cannot be reached
 
 A 429 or 503 tells the client when to try again: ``retry_after`` seconds, sent as ``Retry-After``.
+A 401 names the scheme it wants (``WWW-Authenticate: Bearer``, RFC 9110 §11.6.1).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ RETRY_AFTER_S = 5
 class PlatformError(Exception):
     status: ClassVar[int] = 500
     title: ClassVar[str] = "Internal error"
+    headers: ClassVar[dict[str, str]] = {}  # sent with the problem, beside Retry-After
 
     def __init__(self, detail: str, *, retry_after: float | None = None, **extra: Any) -> None:
         super().__init__(detail)
@@ -47,6 +49,7 @@ class BadRequest(PlatformError):
 class Unauthorized(PlatformError):
     status = 401
     title = "Unauthorized"
+    headers = {"WWW-Authenticate": "Bearer"}
 
 
 class Forbidden(PlatformError):
