@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+import redis
+
 from factloom.config import Settings
 from factloom.graph import Neo4jStore
 from factloom.ledger import Database
@@ -19,6 +21,9 @@ class Resources:
     settings: Settings
     db: Database
     store: Neo4jStore
+    # one client, one connection pool, for the process: /readyz and whatever else asks Redis (a new
+    # client per call opened a connection per call)
+    redis: redis.Redis
     keys: KeyCache = field(default_factory=KeyCache, repr=False)  # the API keys verified lately
     _embedder: Embedder | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -29,6 +34,7 @@ class Resources:
             settings=settings,
             db=Database(settings.sql_url),
             store=Neo4jStore(settings.neo4j_uri, settings.neo4j_auth()),
+            redis=redis.Redis.from_url(settings.redis_url, socket_timeout=1, socket_connect_timeout=1),
         )
 
     @property
@@ -43,3 +49,4 @@ class Resources:
     def close(self) -> None:
         self.store.close()
         self.db.dispose()
+        self.redis.close()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from sqlalchemy import text
 
 from factloom import __version__
@@ -24,10 +23,17 @@ def healthz() -> dict[str, str]:
     return {"status": "ok", "version": __version__}
 
 
-@router.get("/readyz", tags=["system"])
+class Readiness(BaseModel):
+    ready: bool
+    checks: dict[str, bool] = Field(description="each store: neo4j, sql, redis; true when it answered")
+    down: list[str] = Field(description="the stores that did not answer")
+
+
+@router.get("/readyz", tags=["system"], response_model=Readiness,
+            responses={503: {"model": Readiness, "description": "a store did not answer; `down` says which"}})
 def readyz(resources: ResourcesDep) -> JSONResponse:
-    """Neo4j, Redis and the SQL ledger all answer."""
-    checks: dict[str, Any] = {"neo4j": resources.store.ping()}
+    """Neo4j, Redis and the SQL ledger all answer; 503 names the ones that do not."""
+    checks: dict[str, bool] = {"neo4j": resources.store.ping()}
     try:
         with resources.db.session() as session:
             session.execute(text("SELECT 1"))
@@ -35,10 +41,8 @@ def readyz(resources: ResourcesDep) -> JSONResponse:
     except Exception:
         checks["sql"] = False
     try:
-        import redis
-
-        checks["redis"] = bool(redis.Redis.from_url(resources.settings.redis_url, socket_timeout=1).ping())
+        checks["redis"] = bool(resources.redis.ping())  # the process's pool: no new connection per call
     except Exception:
         checks["redis"] = False
-    ready = all(checks.values())
-    return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
+    out = Readiness(ready=all(checks.values()), checks=checks, down=[name for name, up in checks.items() if not up])
+    return JSONResponse(out.model_dump(), status_code=200 if out.ready else 503)
