@@ -201,6 +201,33 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
     print("ledger and graph schema are current")
 
 
+def cmd_backup(args: argparse.Namespace, settings: Settings) -> None:
+    from factloom.platform.backup import BackupError, backup
+
+    try:
+        manifest = backup(settings, Path(args.dir))
+    except BackupError as exc:
+        sys.exit(str(exc))
+    print(f"backed up {sum(manifest['ledger'].values())} ledger rows and {sum(manifest['graph'].values())} "
+          f"graph items into {args.dir}")
+
+
+def cmd_restore(args: argparse.Namespace, settings: Settings) -> None:
+    from factloom.platform import services
+    from factloom.platform.backup import BackupError, restore
+    from factloom.platform.migrate import migrate
+
+    print("starting Neo4j and Redis, migrating …", flush=True)
+    services.start_infra(settings)
+    migrate(settings)
+    try:
+        manifest = restore(settings, Path(args.dir))
+    except BackupError as exc:
+        sys.exit(str(exc))
+    print(f"restored the backup of {manifest['home']} ({manifest['created_at']}) into {settings.home}; "
+          "'factloom up --no-demo' starts the rest")
+
+
 def cmd_keys(args: argparse.Namespace, settings: Settings) -> None:
     import getpass
 
@@ -433,6 +460,13 @@ def build_parser() -> argparse.ArgumentParser:
     api.add_argument("--workers", type=int, help="processes, default FACTLOOM_API_WORKERS")
     api.set_defaults(func=cmd_api)
     sub.add_parser("migrate", help="bring the ledger and the graph schema up to date").set_defaults(func=cmd_migrate)
+    backup = sub.add_parser("backup", help="write the ledger, the graph and the model and evidence files to a new "
+                            "directory (the platform running)")
+    backup.add_argument("dir")
+    backup.set_defaults(func=cmd_backup)
+    restore = sub.add_parser("restore", help="restore a backup into this empty home (FACTLOOM_HOME)")
+    restore.add_argument("dir")
+    restore.set_defaults(func=cmd_restore)
     keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="keys_command", required=True)
     create = keys.add_parser("create", help="print a new API key")
     create.add_argument("--scopes", required=True, help="comma separated: ingest,query,review,admin")
