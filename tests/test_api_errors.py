@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
+import selectors
 import shutil
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
+import redis
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy import func, select, update
@@ -39,12 +44,18 @@ def assert_problem(response: httpx.Response, status: int, fragment: str) -> None
 
 
 def test_every_v1_route_needs_a_key(anonymous: httpx.Client) -> None:
-    assert_problem(anonymous.post("/v1/facts", json={"facts": [GOOD]}), 401, "missing API key")
+    refused = anonymous.post("/v1/facts", json={"facts": [GOOD]})
+    assert_problem(refused, 401, "missing API key")
+    assert refused.headers["www-authenticate"] == "Bearer"
+    wrong_scheme = anonymous.get("/v1/review", headers={"Authorization": "Basic dXNlcjpwYXNz"})
+    assert_problem(wrong_scheme, 401, "missing API key")
     assert_problem(anonymous.post("/v1/query", json={"question": "who directed [Alien]"}), 401, "missing API key")
     assert_problem(anonymous.get("/v1/review"), 401, "missing API key")
     bad = anonymous.get("/v1/review", headers={"Authorization": "Bearer fl_nothere_xyz"})
     assert_problem(bad, 401, "unknown or revoked")
-    assert_problem(anonymous.get("/v1/review", headers={"Authorization": "Bearer nonsense"}), 401, "malformed")
+    malformed = anonymous.get("/v1/review", headers={"Authorization": "Bearer nonsense"})
+    assert_problem(malformed, 401, "malformed")
+    assert malformed.headers["www-authenticate"] == "Bearer"
 
 
 def test_a_key_needs_the_route_scope(client_with: Callable[[str], httpx.Client], db: Database) -> None:
@@ -94,6 +105,17 @@ def test_a_key_revoked_in_the_ledger_is_refused_within_the_cache_ttl(
         ({"facts": [{**GOOD, "subject": 42}]}, 422, "facts.0.subject"),
         ({"facts": [{**GOOD, "valid_from": "yesterday"}]}, 422, "facts.0.valid_from"),
         ({"facts": [{**GOOD, "valid_from": "2024-01-01T00:00:00"}]}, 422, "time zone"),
+        ({"facts": [{**GOOD, "valid_to": 0}]}, 422, "facts.0.valid_to: Value error, expected an RFC 3339"),
+        ({"facts": [{**GOOD, "valid_to": "1700000000"}]}, 422, "facts.0.valid_to"),
+        ({"facts": [{**GOOD, "valid_to": "9999-12-31T23:59:59-14:00"}]}, 422, "out of range"),
+        ({"facts": [{**GOOD, "valid_from": "0001-01-01T00:00:00+14:00"}]}, 422, "out of range"),
+        ({"facts": [{**GOOD, "subject": "Ali\x00en"}]}, 422, "facts.0.subject: Value error, must not contain the "
+                                                           "control character U+0000 (NUL)"),
+        ({"facts": [{**GOOD, "object": "Ridley\x1bScott"}]}, 422, "facts.0.object: Value error, must not contain"),
+        ({"facts": [{**GOOD, "predicate": "directed\x00by"}]}, 422, "facts.0.predicate"),
+        ({"facts": [{**GOOD, "predicate": "directed\nby"}]}, 422, "a predicate is one line"),
+        ({"facts": [{**GOOD, "source": "imdb\x07"}]}, 422, "facts.0.source"),
+        ({"facts": [{**GOOD, "subject": " \t "}]}, 422, "at least 1 character other than spaces"),
         ({"facts": [{**GOOD, "subject": "x" * 1001}]}, 422, "at most 1000"),
         ({"facts": [{**GOOD, "evidence": {"text": "y" * 10_001}}]}, 422, "at most 10000"),
         ({"facts": [{**GOOD, "colour": "red"}]}, 422, "facts.0.colour"),
@@ -116,7 +138,9 @@ def test_bad_input_is_refused_whole(api: httpx.Client, db: Database, body: objec
 
 def test_other_bad_input(api: httpx.Client) -> None:
     assert_problem(api.post("/v1/keys", json={"name": "x", "scopes": ["query", "root"]}), 400, "unknown scope(s) root")
-    assert_problem(api.get("/v1/review", params={"status": "maybe"}), 400, "unknown status")
+    assert_problem(api.get("/v1/review", params={"status": "maybe"}), 422, "status")
+    assert_problem(api.get("/v1/review", params={"status": "done"}), 422, "status")
+    assert api.get("/v1/review", params={"status": "committed"}).status_code == 200
     assert_problem(api.get("/v1/review", params={"limit": 0}), 422, "limit")
     assert_problem(api.get("/v1/facts/doesnotexist"), 404, "no submission")
     assert_problem(api.get("/v1/batches/doesnotexist"), 404, "no batch")
@@ -191,3 +215,155 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(anonymous: httpx.Cli
     response = anonymous.post("/v1/facts", content=big, headers={"Content-Type": "application/json"})
     assert_problem(response, 413, "request bodies are limited to 16777216 bytes")
     assert ledger_rows(db) == before
+
+
+def _chunks(total: int, size: int = 1024 * 1024) -> Iterator[bytes]:
+    sent = 0
+    while sent < total:
+        sent += size
+        yield b" " * size
+
+
+def _send_chunked(settings: Settings, path: str, headers: dict[str, str], total: int) -> tuple[bytes, int]:
+    """POST ``total`` bytes chunked (no Content-Length) on a raw socket, stopping as soon as the server
+    answers; the answer's first bytes and how many body bytes were sent before it came."""
+    url = httpx.URL(settings.base_url)
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    sent = 0
+    with socket.create_connection((url.host, url.port), timeout=60) as sock, selectors.DefaultSelector() as readable:
+        readable.register(sock, selectors.EVENT_READ)
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: {url.host}\r\nTransfer-Encoding: chunked\r\n"
+                     f"Content-Type: application/json\r\n{head}\r\n".encode())
+        for chunk in _chunks(total):
+            if readable.select(timeout=0):
+                break  # the answer came before the body ended
+            try:
+                sock.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            sent += len(chunk)
+        else:
+            with contextlib.suppress(OSError):
+                sock.sendall(b"0\r\n\r\n")
+        answer = b""
+        with contextlib.suppress(OSError):
+            while b"\r\n\r\n" not in answer or len(answer) < 200:
+                part = sock.recv(65536)
+                if not part:
+                    break
+                answer += part
+    return answer, sent
+
+
+def test_a_chunked_body_over_the_limit_is_refused_on_the_stream(
+    api: httpx.Client, settings: Settings, db: Database,
+) -> None:
+    before = ledger_rows(db)
+    answer, sent = _send_chunked(settings, "/v1/facts", {"Authorization": api.headers["authorization"]},
+                                 50 * 1024 * 1024)
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line.startswith(b"HTTP/1.1 413"), answer[:300]
+    assert b"application/problem+json" in rest and b"request bodies are limited to 16777216 bytes" in rest
+    # refused once past the limit, not after reading all 50 MB (the socket buffers hold a few MB more)
+    assert sent < 40 * 1024 * 1024, sent
+    assert ledger_rows(db) == before
+
+
+def test_a_request_without_a_key_is_refused_before_its_body_is_read(settings: Settings, db: Database) -> None:
+    before = ledger_rows(db)
+    answer, sent = _send_chunked(settings, "/v1/facts", {}, 50 * 1024 * 1024)
+    assert answer.startswith(b"HTTP/1.1 401"), answer[:300]
+    assert b"www-authenticate: Bearer" in answer.lower().replace(b"bearer", b"Bearer")
+    assert sent < 16 * 1024 * 1024, sent  # not even the limit was read
+    assert ledger_rows(db) == before
+
+
+@pytest.mark.parametrize("as_of", ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00", "9999-12-31T00:00:00Z",
+                                   "2024-01-01", 0, "2024-01-01T00:00:00"])
+def test_as_of_out_of_range_or_without_a_zone_is_refused(api: httpx.Client, as_of: object) -> None:
+    response = api.post("/v1/query", json={"question": "who directed [Alien]", "as_of": as_of})
+    assert_problem(response, 422, "as_of")
+
+
+def test_as_of_near_the_ends_of_time_answers(api: httpx.Client) -> None:
+    api.post("/v1/facts", json={"kb": "ends", "facts": [GOOD]})
+    for as_of in ("9999-12-30T23:59:59-14:00", "0001-01-02T00:00:00+14:00", "2024-06-01T12:00:00+02:00"):
+        response = api.post("/v1/query", json={"question": "who directed [Alien]", "kb": "ends", "as_of": as_of})
+        assert response.status_code in (200, 404), response.text  # 404 until the kb holds the fact
+        assert response.headers["content-type"].startswith("application/"), response.headers
+
+
+def test_served_timestamps_carry_their_time_zone(api: httpx.Client, db: Database) -> None:
+    offset = {**GOOD, "subject": "Aliens", "valid_from": "1986-07-18T09:00:00+09:00",
+              "valid_to": "2099-01-01T00:00:00Z"}
+    accepted = api.post("/v1/facts", json={"kb": "zones", "facts": [offset]})
+    assert accepted.status_code == 202, accepted.text
+    batch = api.get(f"/v1/batches/{accepted.json()['batch_id']}").json()
+    with db.session() as session:
+        [submission_id] = [r.id for r in session.query(FactSubmission).filter_by(batch_id=batch["batch_id"])]
+    fact = api.get(f"/v1/facts/{submission_id}").json()
+    # stored in UTC: the offset it was sent with is gone, the instant is not
+    assert fact["valid_from"] == "1986-07-18T00:00:00Z" and fact["valid_to"] == "2099-01-01T00:00:00Z"
+    for stamp in (batch["created_at"], fact["created_at"], fact["updated_at"]):
+        assert datetime.fromisoformat(stamp).utcoffset() is not None, stamp
+
+
+def test_405_names_every_method_of_the_path(api: httpx.Client) -> None:
+    response = api.delete("/v1/feedback")
+    assert_problem(response, 405, "Method Not Allowed")
+    assert response.headers["allow"] == "GET, HEAD, POST"
+
+
+def test_the_openapi_document_lists_each_problem(anonymous: httpx.Client) -> None:
+    document = anonymous.get("/openapi.json").json()
+    assert document["components"]["schemas"]["Problem"]["required"] == ["type", "title", "status", "detail",
+                                                                         "instance"]
+    assert "HTTPValidationError" not in document["components"]["schemas"]
+    operations = [(m, p, op) for p, item in document["paths"].items() if p.startswith("/v1/") for m, op in item.items()]
+    assert len(operations) >= 10
+    for method, path, operation in operations:
+        responses = operation["responses"]
+        for status in ("401", "403", "429", "503"):
+            assert list(responses[status]["content"]) == ["application/problem+json"], (method, path, status)
+        assert "WWW-Authenticate" in responses["401"]["headers"] and "Retry-After" in responses["503"]["headers"]
+        if "requestBody" in operation:
+            assert {"400", "413", "422"} <= set(responses), (method, path)
+        if "{" in path:
+            assert "404" in responses, (method, path)
+    facts = document["paths"]["/v1/facts"]["post"]
+    assert facts["responses"]["422"]["content"]["application/problem+json"]["schema"] == {
+        "$ref": "#/components/schemas/Problem"}
+    [status] = [p for p in document["paths"]["/v1/review"]["get"]["parameters"] if p["name"] == "status"]
+    assert "done" not in str(status["schema"]) and "needs_review" in str(status["schema"])
+    assert "409" in document["paths"]["/v1/review/{submission_id}"]["post"]["responses"]
+
+
+def test_readiness_reuses_one_redis_connection_pool(anonymous: httpx.Client, settings: Settings) -> None:
+    counter = redis.Redis.from_url(settings.redis_url)
+    try:
+        anonymous.get("/readyz")
+        before = counter.info("stats")["total_connections_received"]
+        for _ in range(40):
+            ready = anonymous.get("/readyz")
+            assert ready.status_code == 200 and ready.json()["down"] == []
+        # the Celery processes may open one or two of their own meanwhile; a client per call opened 40
+        assert counter.info("stats")["total_connections_received"] - before <= 5
+    finally:
+        counter.close()
+
+
+def test_readiness_names_the_store_that_is_down(settings: Settings, live: object) -> None:
+    from factloom.platform.resources import Resources
+    from factloom.platform.system import readyz
+
+    with socket.socket() as free:  # a port nothing listens on: a Redis that is down
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    resources = Resources.open(settings.model_copy(update={"redis_url": f"redis://127.0.0.1:{port}/0"}))
+    try:
+        answer = readyz(resources)
+    finally:
+        resources.close()
+    assert answer.status_code == 503
+    assert json.loads(bytes(answer.body)) == {"ready": False, "checks": {"neo4j": True, "sql": True, "redis": False},
+                                              "down": ["redis"]}
