@@ -165,6 +165,24 @@ class Client:
         body = {"decision": decision, "reason": reason}
         return self._call("POST", f"/v1/review/{submission_id}", json=body)  # type: ignore[no-any-return]
 
+    def create_key(self, name: str, scopes: Sequence[str], *, kbs: Sequence[str] | None = None,
+                   expires_in_days: float | None = None) -> dict[str, Any]:
+        """A new API key (admin scope); its secret is in ``["key"]``, shown this once."""
+        body = {"name": name, "scopes": list(scopes), "kbs": list(kbs) if kbs is not None else None,
+                **({"expires_in_days": expires_in_days} if expires_in_days is not None else {})}
+        return self._call("POST", "/v1/keys", json=body)  # type: ignore[no-any-return]
+
+    def keys(self, include_revoked: bool = False) -> list[dict[str, Any]]:
+        """Every key, newest first, without secrets (admin scope)."""
+        return list(self._call("GET", "/v1/keys", params={"include_revoked": include_revoked})["items"])
+
+    def revoke_key(self, key_id: str) -> dict[str, Any]:
+        return self._call("POST", f"/v1/keys/{key_id}/revoke", idempotent=True)  # type: ignore[no-any-return]
+
+    def rotate_key(self, key_id: str) -> dict[str, Any]:
+        """A new secret for the key (same name, scopes, kbs), in ``["key"]``; the old one is revoked."""
+        return self._call("POST", f"/v1/keys/{key_id}/rotate")  # type: ignore[no-any-return]
+
     def wait(
         self, batch_ids: Iterable[str], timeout: float = 600.0,
         progress: Callable[[int], None] | None = None,
