@@ -367,3 +367,21 @@ def test_readiness_names_the_store_that_is_down(settings: Settings, live: object
     assert answer.status_code == 503
     assert json.loads(bytes(answer.body)) == {"ready": False, "checks": {"neo4j": True, "sql": True, "redis": False},
                                               "down": ["redis"]}
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type", "status"),
+    [
+        (b'{"facts": [{"subject": "\xff\xfe"}]}', "application/json", 400),  # not UTF-8
+        (b"[" * 100_000 + b"]" * 100_000, "application/json", 400),  # nested past any parser's stack
+        (b'{"facts": [{"subject": "Alien", "predicate": "p", "object": "o"}]}', "text/plain", 422),
+    ],
+)
+def test_unreadable_bodies_are_refused_as_problems(
+    api: httpx.Client, db: Database, content: bytes, content_type: str, status: int,
+) -> None:
+    before = ledger_rows(db)
+    response = api.post("/v1/facts", content=content, headers={"Content-Type": content_type})
+    assert response.status_code == status, response.text[:300]
+    assert response.headers["content-type"] == "application/problem+json"
+    assert ledger_rows(db) == before
