@@ -172,7 +172,7 @@ class Client:
                 **({"expires_in_days": expires_in_days} if expires_in_days is not None else {})}
         return self._call("POST", "/v1/keys", json=body)  # type: ignore[no-any-return]
 
-    def keys(self, include_revoked: bool = False) -> list[dict[str, Any]]:
+    def list_keys(self, include_revoked: bool = False) -> list[dict[str, Any]]:
         """Every key, newest first, without secrets (admin scope)."""
         return list(self._call("GET", "/v1/keys", params={"include_revoked": include_revoked})["items"])
 

@@ -310,12 +310,12 @@ def test_the_python_client_creates_lists_rotates_and_revokes_keys(
     with Client(settings.base_url, token, retries=0) as admin:
         made = admin.create_key("client-made", ["query"], kbs=[MINE], expires_in_days=1)
         assert made["kbs"] == [MINE] and made["expires_at"] and made["key"].startswith("fl_")
-        assert made["id"] in {k["id"] for k in admin.keys()}
+        assert made["id"] in {k["id"] for k in admin.list_keys()}
         rotated = admin.rotate_key(made["id"])
         assert rotated["id"] != made["id"] and rotated["kbs"] == [MINE]
         assert anonymous.get("/v1/review", headers=bearer(made["key"])).status_code == 401
         assert admin.revoke_key(rotated["id"])["revoked_at"]
-        assert rotated["id"] not in {k["id"] for k in admin.keys()}
+        assert rotated["id"] not in {k["id"] for k in admin.list_keys()}
         with Client(settings.base_url, rotated["key"], retries=0) as revoked, pytest.raises(ApiError) as refused:
             revoked.query("who directed [Heat]", kb=MINE)
         assert refused.value.status == 401

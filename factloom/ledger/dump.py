@@ -84,5 +84,5 @@ def restore_tables(db: Database, rows_of: Callable[[Table], Iterable[dict[str, A
                 for column in table.primary_key.columns:
                     if isinstance(column.type, Integer) and column.autoincrement in (True, "auto"):
                         connection.execute(text(
-                            f"SELECT setval(pg_get_serial_sequence('{table.name}', '{column.name}'), "
+                            f"SELECT setval(pg_get_serial_sequence('{table.name}', '{column.name}'), "  # noqa: S608 - names from our own table metadata
                             f"coalesce(max({column.name}), 0) + 1, false) FROM {table.name}"))

@@ -156,7 +156,7 @@ def cmd_api(args: argparse.Namespace, settings: Settings) -> None:
     os.environ[MULTIPROC_ENV] = str(shared)
     argv = [sys.executable, "-m", "uvicorn", "factloom.platform.app:app", "--host", host, "--port", str(port),
             "--workers", str(workers)]
-    os.execv(sys.executable, argv)  # the same pid, so a pid file written for this process stays right
+    os.execv(sys.executable, argv)  # noqa: S606 - the same pid, so a pid file written for this process stays right
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> None:

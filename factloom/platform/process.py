@@ -219,7 +219,7 @@ class Service(abc.ABC):
         self._log_line(f"start: {' '.join(cmd)}")
         with open(self.log_file, "ab") as log:
             try:
-                self._proc = subprocess.Popen(
+                self._proc = subprocess.Popen(  # noqa: S603 - the service's own command line
                     cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     env=child_env(self.settings), start_new_session=True, user=user,
                     group=pwd.getpwnam(user).pw_gid if user else None,

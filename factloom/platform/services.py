@@ -74,7 +74,7 @@ def ensure_neo4j(settings: Settings) -> Path:
     lib.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="lib.tmp.", dir=lib.parent))
     try:
-        proc = subprocess.run(
+        proc = subprocess.run(  # noqa: S603 - Maven with our own pom
             [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(POM),
              f"-Dneo4j.version={NEO4J_VERSION}", "dependency:copy-dependencies",
              f"-DoutputDirectory={tmp}"],
@@ -290,7 +290,7 @@ class PostgresService(Service):
             for parent in self.data_dir.parents:  # the postgres user must be able to reach it
                 if parent.stat().st_mode & 0o001 == 0 and parent.stat().st_uid != entry.pw_uid:
                     raise ServiceError(f"postgres: {parent} is not searchable by the {user} user")
-        proc = subprocess.run(
+        proc = subprocess.run(  # noqa: S603 - initdb on our own data directory
             [self._exe("initdb"), "-D", str(self.data_dir), "-U", self.user, "--auth=trust",
              "-E", "UTF8", "--no-locale"],
             capture_output=True, text=True, check=False, user=user,
@@ -355,7 +355,7 @@ class _PythonService(Service):
 
 def services(settings: Settings, *, postgres_port: int | None = None) -> dict[str, Service]:
     """Every local service, in start order."""
-    api_host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host
+    api_host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host  # noqa: S104 - recognising a wildcard, not binding one
     health = f"http://{api_host}:{settings.api_port}/healthz"
     celery = ["celery", "-A", "factloom.workers.app"]
     return {

@@ -66,7 +66,7 @@ tokens = tokens - cost
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
 return {1, '0'}
-"""
+"""  # noqa: S105 - a Lua script, not a password
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 
 from sqlalchemy import func, select, update
@@ -10,6 +11,8 @@ from factloom.ledger import AuditEvent, Database, FactSubmission, ReviewDecision
 from factloom.platform.errors import BadRequest, Conflict, NotFound
 
 __all__ = ["list_submissions", "kb_of", "decide", "DECISIONS"]
+
+log = logging.getLogger(__name__)
 
 REVIEWABLE = frozenset({Status.needs_review})
 # accept: the claim holds (a new value of a functional predicate replaces the current one);
@@ -90,5 +93,5 @@ def decide(*, db: Database, submission_id: str, decision: str, reason: str, revi
         try:
             enqueue_commit([submission_id], 1)
         except Exception:  # stays 'reviewed' in the ledger; the sweeper commits it
-            pass
+            log.exception("could not enqueue the commit of %s; the sweeper will", submission_id)
     return new_status
