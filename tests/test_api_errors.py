@@ -319,9 +319,11 @@ def test_the_openapi_document_lists_each_problem(anonymous: httpx.Client) -> Non
     assert document["components"]["schemas"]["Problem"]["required"] == ["type", "title", "status", "detail",
                                                                          "instance"]
     assert "HTTPValidationError" not in document["components"]["schemas"]
+    assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     operations = [(m, p, op) for p, item in document["paths"].items() if p.startswith("/v1/") for m, op in item.items()]
     assert len(operations) >= 10
     for method, path, operation in operations:
+        assert operation["security"] == [{"bearer": []}], (method, path)
         responses = operation["responses"]
         for status in ("401", "403", "429", "503"):
             assert list(responses[status]["content"]) == ["application/problem+json"], (method, path, status)

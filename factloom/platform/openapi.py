@@ -2,8 +2,8 @@
 
 FastAPI documents a 422 as ``application/json`` (its ``HTTPValidationError``) and no other error;
 the platform answers every error as ``application/problem+json`` (RFC 9457, ``app.problem``). This
-module rewrites the generated document once, in one place, so that each ``/v1`` operation lists the
-problems it can give:
+module rewrites the generated document once, in one place, so that each ``/v1`` operation names its
+security (an API key as a bearer token) and lists the problems it can give:
 
 ======  =========================================================================
 401     every ``/v1`` operation (no key, or an unknown, revoked or malformed one)
@@ -52,6 +52,8 @@ PROBLEM_SCHEMA: dict[str, Any] = {
     },
     "additionalProperties": True,
 }
+
+BEARER = {"type": "http", "scheme": "bearer", "description": "an API key, fl_<prefix>_<secret> (factloom keys create)"}
 
 _WHY = {
     400: "Bad request: malformed JSON, or input the schema cannot express",
@@ -109,10 +111,13 @@ def with_problems(document: dict[str, Any]) -> dict[str, Any]:
         if not path.startswith("/v1/"):
             continue
         for method, operation in item.items():
+            operation["security"] = [{"bearer": []}]
             responses = operation.setdefault("responses", {})
             for status in sorted(_statuses(method, path, operation)):
                 responses[str(status)] = _problem_response(status)
-    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    components = document.setdefault("components", {})
+    components.setdefault("securitySchemes", {})["bearer"] = BEARER
+    schemas = components.setdefault("schemas", {})
     schemas["Problem"] = PROBLEM_SCHEMA
     if "/HTTPValidationError'" not in str(document.get("paths")):  # FastAPI's 422, replaced above
         schemas.pop("HTTPValidationError", None)
