@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     max_string_chars: int = 1000
     max_evidence_chars: int = 10000
     check_chunk_size: int = 250  # submissions per Celery check task
+    # submissions of one kb that may wait for their check; a POST beyond it is refused with 429 and
+    # Retry-After ``ingest_backlog_retry_s`` instead of queueing without bound; 0: no limit
+    ingest_max_backlog: int = 100_000
+    ingest_backlog_retry_s: float = 10.0
 
     # verdict thresholds on the fused probability
     accept_threshold: float = 0.9
@@ -121,6 +125,8 @@ class Settings(BaseSettings):
     query_batch_max: int = 16  # most questions one model call serves
     query_batch_window_ms: float = 2.0  # how long the first question waits for others
     query_batch_workers: int = 1  # batches answered at once (store round trips overlap model time)
+    # questions that may wait for a batch; more are refused (429 with Retry-After) at once; 0: no limit
+    query_max_waiting: int = 256
     # guided: the learned router picks each hop's relations before the store is asked (k-hop when it
     # cannot plan); khop: the plain k-hop candidates around the seeds
     query_retrieval: Literal["guided", "khop"] = "guided"

@@ -18,7 +18,7 @@ from factloom.config import Settings
 from factloom.graph import Neo4jStore
 from factloom.learn.qa import QA, Job, train_kb
 from factloom.ledger import Database
-from factloom.model.batching import DynamicBatcher
+from factloom.model.batching import DynamicBatcher, Overloaded
 from factloom.model.embedder import Embedder
 from tests.test_platform import facts, submission_ids, wait_batch, wait_status
 from tests.test_reasoner import FACTS
@@ -194,6 +194,32 @@ def test_batch_workers_run_batches_at_once() -> None:
     assert batcher.batches == 2
     with pytest.raises(ValueError, match="at least one worker"):
         DynamicBatcher(wait_for_company, workers=0)
+
+
+def test_a_full_waiting_line_refuses_at_once() -> None:
+    # the one worker holds a batch of one at the gate; two more items fill a line of two; the
+    # fourth is refused without waiting, and everything queued is still answered
+    gate = threading.Event()
+
+    def held(items: Any) -> list[int]:
+        gate.wait(10)
+        return list(items)
+
+    batcher: DynamicBatcher[int, int] = DynamicBatcher(held, max_batch=1, window_ms=0, max_waiting=2)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        running = pool.submit(batcher.submit, 0)
+        deadline = time.monotonic() + 5
+        while batcher.batches == 0:  # the worker took item 0 and waits at the gate
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        queued = [pool.submit(batcher.submit, i) for i in (1, 2)]
+        while batcher._queue.qsize() < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        with pytest.raises(Overloaded, match="2 items already wait"):
+            batcher.submit(3)
+        gate.set()
+        assert [running.result(), *(f.result() for f in queued)] == [0, 1, 2]
 
 
 def test_eval_scores_the_active_or_a_named_reasoner_without_registering(

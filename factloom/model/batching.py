@@ -8,10 +8,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Generic, TypeVar
 
-__all__ = ["DynamicBatcher"]
+__all__ = ["DynamicBatcher", "Overloaded"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+class Overloaded(RuntimeError):
+    """The batcher's waiting line is full: the caller should come back later rather than queue."""
 
 
 class DynamicBatcher(Generic[T, R]):
@@ -26,10 +30,12 @@ class DynamicBatcher(Generic[T, R]):
         window_ms: how long the first item waits for company (2 ms).
         workers: batches run at once: with two, one batch's store round trips overlap the other's
             model time.
+        max_waiting: items that may wait for a batch; one more raises :class:`Overloaded` at once
+            (0: no limit). A line longer than a few batches only adds latency to every caller.
     """
 
     def __init__(self, fn: Callable[[Sequence[T]], Sequence[R]], *, max_batch: int = 16,
-                 window_ms: float = 2.0, name: str = "batcher", workers: int = 1) -> None:
+                 window_ms: float = 2.0, name: str = "batcher", workers: int = 1, max_waiting: int = 0) -> None:
         if workers < 1:
             raise ValueError("a batcher needs at least one worker")
         self.fn = fn
@@ -37,7 +43,7 @@ class DynamicBatcher(Generic[T, R]):
         self.window_s = window_ms / 1000.0
         self.batches = 0
         self.items = 0
-        self._queue: queue.Queue[tuple[T, Future[R]]] = queue.Queue()
+        self._queue: queue.Queue[tuple[T, Future[R]]] = queue.Queue(maxsize=max_waiting)
         self._take = threading.Lock()  # one worker collects a batch at a time
         self._threads = [threading.Thread(target=self._loop, name=f"{name}-{i}", daemon=True) for i in range(workers)]
         for thread in self._threads:
@@ -49,7 +55,10 @@ class DynamicBatcher(Generic[T, R]):
 
     def submit(self, item: T, timeout: float | None = 60.0) -> R:
         future: Future[R] = Future()
-        self._queue.put((item, future))
+        try:
+            self._queue.put_nowait((item, future))
+        except queue.Full:
+            raise Overloaded(f"{self._queue.maxsize} items already wait for a batch") from None
         return future.result(timeout=timeout)
 
     def _loop(self) -> None:

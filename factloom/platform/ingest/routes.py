@@ -18,6 +18,8 @@ router = APIRouter(prefix="/v1", tags=["ingest"])
 @router.post("/facts", status_code=status.HTTP_202_ACCEPTED, response_model=BatchAccepted)
 def post_facts(body: BatchIn, principal: IngestKey, db: DbDep, settings: SettingsDep) -> BatchAccepted:
     principal.require_kb(body.kb)
+    service.check_backlog(db=db, kb=body.kb, limit=settings.ingest_max_backlog,
+                          retry_after=settings.ingest_backlog_retry_s)
     submitted = service.submit(
         db=db, kb=body.kb, facts=body.facts, max_facts=settings.max_batch_facts, api_key_id=principal.key_id,
         evidence_dir=settings.evidence_dir, max_image_bytes=settings.max_image_bytes,

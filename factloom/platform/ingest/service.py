@@ -19,7 +19,7 @@ from factloom.graph.types import entity_key, fact_id_for
 from factloom.ledger import Database, FactSubmission, IngestBatch, Status
 from factloom.ledger.evidence import InvalidEvidence, check_image, store_image
 from factloom.ledger.tables import new_id
-from factloom.platform.errors import BadRequest, NotFound, TooLarge
+from factloom.platform.errors import BadRequest, NotFound, TooLarge, TooManyRequests
 from factloom.platform.ingest.schemas import FactIn
 
 __all__ = ["Submitted", "submission_key", "submit", "get_batch", "get_submission", "enqueue"]
@@ -134,6 +134,22 @@ def _write(db: Database, kb: str, keyed: dict[str, FactIn], api_key_id: str | No
         ]
         session.add_all(rows)
         return Submitted(batch_id=batch.id, ids=[r.id for r in rows], duplicates=len(existing) + repeats)
+
+
+def check_backlog(*, db: Database, kb: str, limit: int, retry_after: float) -> None:
+    """Refuse a new batch (429) while ``limit`` or more of ``kb``'s submissions wait for their check;
+    ``limit`` 0: no limit. Bounded work: a pipeline faster than the checks is told to wait rather
+    than fill the queue without end."""
+    if not limit:
+        return
+    with db.session() as session:
+        waiting = session.scalar(
+            select(func.count()).select_from(FactSubmission)
+            .where(FactSubmission.status.in_([Status.pending, Status.checking]), FactSubmission.kb == kb)
+        ) or 0
+    if waiting >= limit:
+        raise TooManyRequests(f"kb {kb!r} has {waiting} submissions waiting for their check (the limit is {limit}); "
+                              f"send this batch again later", retry_after=retry_after, waiting=waiting, limit=limit)
 
 
 def enqueue(ids: list[str], chunk: int) -> None:

@@ -89,7 +89,7 @@ class QueryEngine:
         self._encoder_check = threading.Lock()
         self.batcher: DynamicBatcher[_Job, Answered] = DynamicBatcher(
             self._run_batch, max_batch=settings.query_batch_max, window_ms=settings.query_batch_window_ms,
-            name="query-batcher", workers=settings.query_batch_workers,
+            name="query-batcher", workers=settings.query_batch_workers, max_waiting=settings.query_max_waiting,
         )
 
     def learned(self, kb: str) -> Loaded | None:

@@ -19,10 +19,11 @@ from factloom.graph.errors import GraphUnavailable
 from factloom.graph.linking import bracketed_mentions, link_entities
 from factloom.graph.retrieval import k_hop_subgraph
 from factloom.ledger import active_versions
+from factloom.model.batching import Overloaded
 from factloom.model.embedder import Embedder
 from factloom.model.pathrank import Answer, PathRankReasoner
 from factloom.model.verbaliser import Verbaliser
-from factloom.platform.errors import BadRequest, Conflict, NotFound, Unavailable
+from factloom.platform.errors import BadRequest, Conflict, NotFound, TooManyRequests, Unavailable
 from factloom.platform.query.engine import QueryEngine, get_engine
 from factloom.platform.query.schemas import (
     AnswerOut,
@@ -74,13 +75,13 @@ def answer(
         precision=dict(loaded.pipeline.policy.chosen) if loaded else {},
     )
     t0 = time.perf_counter()
-    with _graph_errors():
+    with _as_problems():
         # with bracketed names the vector step never runs, so skip the embedding
         vector = None if bracketed_mentions(question) else embedder.embed([question])[0]
         seeds = link_entities(store, kb=kb, question=question, vector=vector, limit=SEED_LIMIT)
     t1 = time.perf_counter()
     if not seeds:
-        with _graph_errors():
+        with _as_problems():
             exists = store.has_entities(kb)
         if not exists:
             raise NotFound(f"knowledge base {kb!r} holds no entities: check its name (a kb appears with "
@@ -93,7 +94,7 @@ def answer(
         )
     answers: list[Answer]
     if loaded is not None and engine is not None:
-        with _graph_errors():
+        with _as_problems():
             # retrieval runs in the engine's batch, guided by the router (see engine.QueryEngine)
             answered = engine.run(loaded, question, seeds, store=store, kb=kb, max_hops=hops, max_edges=max_edges,
                                   as_of=as_of, top_k=top_k)
@@ -101,7 +102,7 @@ def answer(
         t2 = t1 + answered.retrieve_ms / 1000.0
         versions.precision = {**engine.encoder_policy.chosen, **loaded.pipeline.policy.chosen}
     else:
-        with _graph_errors():
+        with _as_problems():
             graph = k_hop_subgraph(store, kb=kb, seeds=seeds, hops=hops, max_edges=max_edges, as_of=as_of)
         t2 = time.perf_counter()
         assert baseline is not None
@@ -172,13 +173,16 @@ def warm_up(resources: Resources) -> dict[str, float]:
 
 
 @contextlib.contextmanager
-def _graph_errors() -> Iterator[None]:
+def _as_problems() -> Iterator[None]:
+    """The store's and the batcher's errors as the platform's (400, 503, 429)."""
     try:
         yield
     except InvalidGraphInput as exc:
         raise BadRequest(str(exc)) from exc
     except GraphUnavailable as exc:
         raise Unavailable(str(exc)) from exc
+    except Overloaded as exc:
+        raise TooManyRequests(f"the query API is at capacity ({exc}); try again shortly", retry_after=1) from exc
 
 
 def _timings(t0: float, t1: float, t2: float, t3: float) -> Timings:
