@@ -35,9 +35,10 @@ RETRY_STATUSES = frozenset({429, 503})  # refused for now, nothing written: try 
 class ApiError(Exception):
     """A problem+json answer from the API."""
 
-    def __init__(self, status: int, problem: dict[str, Any]) -> None:
+    def __init__(self, status: int, problem: dict[str, Any], retry_after: float | None = None) -> None:
         self.status = status
         self.problem = problem
+        self.retry_after = retry_after  # seconds, where the server said when to try again
         super().__init__(f"{status} {problem.get('title', '')}: {problem.get('detail', '')}")
 
 
@@ -108,7 +109,7 @@ class Client:
                 problem = response.json()
             except ValueError:
                 problem = {"detail": response.text}
-            raise ApiError(response.status_code, problem)
+            raise ApiError(response.status_code, problem, _retry_after(response))
         return response.json()
 
     def submit(self, facts: Sequence[dict[str, Any]], kb: str = "default") -> dict[str, Any]:

@@ -3,6 +3,7 @@ feedback posted the same way."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -10,7 +11,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from factloom.client import Client, read_facts
+from factloom.client import ApiError, Client, read_facts
 
 __all__ = ["BulkResult", "ingest_facts", "ingest_file", "post_feedback"]
 
@@ -29,6 +30,21 @@ def _chunks(items: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[st
         yield chunk
 
 
+def _submit(client: Client, chunk: list[dict[str, Any]], kb: str, bar: tqdm) -> dict[str, Any]:
+    """Post one batch, waiting as long as the platform asks while the kb's check backlog is full
+    (429): a bulk load is the pipeline that backlog limit is there to slow down."""
+    while True:
+        try:
+            return client.submit(chunk, kb=kb)
+        except ApiError as exc:
+            if exc.status != 429:
+                raise
+            wait = exc.retry_after or 10.0
+            bar.set_postfix_str(f"the checks are behind: waiting {wait:.0f} s")
+            time.sleep(wait)
+            bar.set_postfix_str("")
+
+
 def ingest_facts(
     client: Client, facts: Iterable[dict[str, Any]], *, kb: str, batch_size: int = 1000,
     wait: bool = True, total: int | None = None, timeout: float = 3600.0, show: bool = True,
@@ -37,7 +53,7 @@ def ingest_facts(
     submitted = duplicates = 0
     with tqdm(total=total, unit="fact", desc="submit", disable=not show) as bar:
         for chunk in _chunks(facts, batch_size):
-            answer = client.submit(chunk, kb=kb)
+            answer = _submit(client, chunk, kb, bar)
             batches.append(answer["batch_id"])
             submitted += answer["count"]
             duplicates += answer["duplicates"]
