@@ -80,6 +80,7 @@ EXTRA: dict[tuple[str, str], frozenset[int]] = {
     ("post", "/v1/review/{submission_id}"): frozenset({409}),  # not waiting for review
     ("post", "/v1/models/{version}/activate"): frozenset({409}),
     ("post", "/v1/models/learn"): frozenset({409}),  # nothing new to learn
+    ("post", "/v1/keys/{key_id}/rotate"): frozenset({409}),  # revoked or expired
 }
 
 
