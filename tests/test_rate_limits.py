@@ -7,7 +7,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -89,50 +90,60 @@ def test_the_limiter_lets_requests_through_when_redis_is_down(caplog: pytest.Log
     assert RETRY_REDIS_S >= 1
 
 
+@contextmanager
+def limited_api(settings: Settings, home: Path, **limits: float) -> Iterator[httpx.Client]:
+    """A second API process (its own home and port, the session's ledger and Redis) with ``limits``;
+    an anonymous client of it."""
+    port = PORTS["api"] + 50
+    changed = settings.model_copy(update={
+        "home": home, "database_url": settings.sql_url, "api_port": port, "api_workers": 1,
+        "query_warm_up": False, **limits,
+    })
+    api = services(changed)["api"]
+    api.start()
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            yield client
+    finally:
+        api.stop()
+
+
 def test_a_wrong_secret_flood_gets_429_with_retry_after(
-    client_with: Callable[[str], httpx.Client], anonymous: httpx.Client, settings: Settings,
+    client_with: Callable[[str], httpx.Client], settings: Settings, tmp_path: Path,
 ) -> None:
     real = client_with("review")
-    assert real.get("/v1/review").status_code == 200
     prefix = real.headers["authorization"].split("_")[1]
     wrong = {"Authorization": f"Bearer fl_{prefix}_not-the-secret"}
-    statuses: list[int] = []
-    for _ in range(200):
-        response = anonymous.get("/v1/review", headers=wrong)
-        statuses.append(response.status_code)
-        if response.status_code == 429:
-            assert response.headers["content-type"] == "application/problem+json"
-            assert int(response.headers["retry-after"]) >= 1
-            assert "failed authentications" in response.json()["detail"]
-    unauthorized = statuses.count(401)
-    # the bucket holds auth_failure_limit failures and refills one every window / limit seconds
-    assert settings.auth_failure_limit <= unauthorized <= settings.auth_failure_limit + 1, statuses
-    assert statuses.count(429) == 200 - unauthorized and statuses[:unauthorized] == [401] * unauthorized
-    # another prefix from the same address is not held back by this one's failures
-    other = anonymous.get("/v1/review", headers={"Authorization": f"Bearer fl_{unique()}_x"})
-    assert other.status_code == 401
+    limit = 10
+    with limited_api(settings, tmp_path / "home", auth_failure_limit=limit, auth_failure_window_s=60.0) as anonymous:
+        assert anonymous.get("/v1/review", headers=dict(real.headers)).status_code == 200
+        statuses: list[int] = []
+        for _ in range(200):
+            response = anonymous.get("/v1/review", headers=wrong)
+            statuses.append(response.status_code)
+            if response.status_code == 429:
+                assert response.headers["content-type"] == "application/problem+json"
+                assert int(response.headers["retry-after"]) >= 1
+                assert "failed authentications" in response.json()["detail"]
+        unauthorized = statuses.count(401)
+        # the bucket holds auth_failure_limit failures and refills one every window / limit seconds
+        assert limit <= unauthorized <= limit + 1, statuses
+        assert statuses.count(429) == 200 - unauthorized and statuses[:unauthorized] == [401] * unauthorized
+        # another prefix from the same address is not held back by this one's failures
+        other = anonymous.get("/v1/review", headers={"Authorization": f"Bearer fl_{unique()}_x"})
+        assert other.status_code == 401
 
 
 def test_a_key_over_its_rate_limit_gets_429(
     live: object, client_with: Callable[[str], httpx.Client], settings: Settings, tmp_path: Path,
 ) -> None:
-    """A second API process (its own home and port, the session's ledger and Redis) with a low limit."""
-    port = PORTS["api"] + 50
-    limited = settings.model_copy(update={
-        "home": tmp_path / "home", "database_url": settings.sql_url, "api_port": port, "api_workers": 1,
-        "query_warm_up": False, "rate_limit_per_s": 1.0, "rate_limit_burst": 3,
-    })
-    api = services(limited)["api"]
     token = client_with("review").headers["authorization"]
-    api.start()
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": token}, timeout=60) as c:
-            statuses = [c.get("/v1/review") for _ in range(6)]
-            assert [r.status_code for r in statuses[:3]] == [200, 200, 200]
-            refused = [r for r in statuses[3:] if r.status_code == 429]
-            assert refused, [r.status_code for r in statuses]
-            assert int(refused[0].headers["retry-after"]) == 1 and "rate limit is 1 requests/s" in refused[0].text
-            time.sleep(1.1)
-            assert c.get("/v1/review").status_code == 200
-    finally:
-        api.stop()
+    with limited_api(settings, tmp_path / "home", rate_limit_per_s=1.0, rate_limit_burst=3) as c:
+        c.headers["Authorization"] = token
+        statuses = [c.get("/v1/review") for _ in range(6)]
+        assert [r.status_code for r in statuses[:3]] == [200, 200, 200]
+        refused = [r for r in statuses[3:] if r.status_code == 429]
+        assert refused, [r.status_code for r in statuses]
+        assert int(refused[0].headers["retry-after"]) == 1 and "rate limit is 1 requests/s" in refused[0].text
+        time.sleep(1.1)
+        assert c.get("/v1/review").status_code == 200
