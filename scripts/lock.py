@@ -31,11 +31,15 @@ INDEX = "https://pypi.org/simple"  # PEP 691: the simple index as JSON, every fi
 
 
 def pins() -> list[tuple[str, str]]:
-    command = [sys.executable, "-m", "pip", "freeze", "--exclude-editable", "--disable-pip-version-check"]
+    # --all: setuptools too, which torch requires (hash-checking mode installs nothing unpinned); pip
+    # itself is the venv's own
+    command = [sys.executable, "-m", "pip", "freeze", "--all", "--exclude-editable", "--disable-pip-version-check"]
     frozen = subprocess.run(command, check=True, capture_output=True, text=True).stdout  # noqa: S603
     out = []
     for line in frozen.splitlines():
         name, sep, version = line.partition("==")
+        if name == "pip":
+            continue
         if not sep:
             sys.exit(f"cannot lock {line!r}: only packages installed from PyPI by version can be pinned")
         out.append((name, version))
