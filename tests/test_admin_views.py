@@ -242,7 +242,7 @@ def test_sign_in_needs_the_form_token_and_the_password(client: TestClient) -> No
 
 def test_reviewer_is_refused_admin_pages_and_actions(client: TestClient) -> None:
     csrf = _sign_in(client, "rita", "reviewer-pass")
-    for path in ("/admin/users", "/admin/batches", "/admin/models"):
+    for path in ("/admin/users", "/admin/batches", "/admin/models", "/admin/audit"):
         page = client.get(path)
         assert page.status_code == 403 and "Not allowed" in page.text, path
     create = client.post("/admin/users", data={"name": "eve", "role": "admin", "password": "eve-password",
@@ -265,6 +265,12 @@ def test_admin_pages_and_csrf_on_every_post(client: TestClient) -> None:
     assert dup.status_code == 409
     off = client.post("/admin/users/bob/disabled", data={"disabled": "yes", "csrf": csrf}, follow_redirects=True)
     assert off.status_code == 200 and "disabled" in off.text
+    trail = client.get("/admin/audit")
+    assert trail.status_code == 200 and trail.text.index("user.disable") < trail.text.index("user.create")
+    assert "user:ada" in trail.text and "user:bob" in trail.text
+    only = client.get("/admin/audit", params={"action": "user.disable"})
+    assert "user.disable" in only.text and "user.create" not in only.text
+    assert "Nothing recorded for this filter" in client.get("/admin/audit", params={"actor": "nobody"}).text
     client.cookies.clear()
     token = re.search(r'name="csrf" value="([^"]+)"', client.get("/admin/login").text).group(1)  # type: ignore
     assert client.post("/admin/login", data={"name": "bob", "password": "bob-password", "csrf": token}

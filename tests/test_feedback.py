@@ -66,10 +66,12 @@ def test_a_batch_is_recorded_whole_with_the_key_as_actor(
     body = response.json()
     assert body["count"] == 3 and len(body["ids"]) == 3 and body["ids"] == sorted(body["ids"])
     stored = [r for r in rows(db, kb=kb) if r.id in body["ids"]]
+    actor = stored[0].actor
+    assert actor.startswith("key:test-query#")  # the key's name and id
     assert [(r.question, r.answer, r.correct, r.expected, r.actor, r.reasoner_version) for r in stored] == [
-        (QUESTION, "Ridley Scott", True, None, "key:test-query", "pathrank-baseline-2"),
-        ("who directed [Alien]", "Peter Weir", False, "Ridley Scott", "key:test-query", None),
-        ("who directed [Alien]", "James Cameron", False, None, "key:test-query", None),
+        (QUESTION, "Ridley Scott", True, None, actor, "pathrank-baseline-2"),
+        ("who directed [Alien]", "Peter Weir", False, "Ridley Scott", actor, None),
+        ("who directed [Alien]", "James Cameron", False, None, actor, None),
     ]
     assert all(r.created_at is not None for r in stored)
 
@@ -77,7 +79,7 @@ def test_a_batch_is_recorded_whole_with_the_key_as_actor(
     assert listed.status_code == 200, listed.text
     newest = listed.json()["items"]
     assert [i["id"] for i in newest] == body["ids"][:0:-1]  # newest first, two of them
-    assert newest[0]["actor"] == "key:test-query" and newest[0]["correct"] is False
+    assert newest[0]["actor"] == actor and newest[0]["correct"] is False
     assert_problem(asker.get("/v1/feedback", params={"kb": "no spaces"}), 422, "kb")
 
     scraped = api.get("/metrics").text
@@ -141,7 +143,7 @@ def test_batch_size_kb_and_scope(kb: str, api: httpx.Client, client_with: Callab
 def test_feedback_from_the_command_line(kb: str, client_with: Callable[[str], httpx.Client], db: Database) -> None:
     from factloom.platform.auth.service import create_key
 
-    key, _ = create_key(db=db, name="cli-feedback", scopes=["query"])
+    key, principal = create_key(db=db, name="cli-feedback", scopes=["query"])
     right = factloom("feedback", QUESTION, "Ridley Scott", "--right", "--kb", kb, key=key)
     assert right.returncode == 0, right.stderr
     assert "'Ridley Scott' marked right" in right.stdout
@@ -149,7 +151,7 @@ def test_feedback_from_the_command_line(kb: str, client_with: Callable[[str], ht
                      "--kb", kb, key=key)
     assert wrong.returncode == 0, wrong.stderr
     assert "marked wrong, the right answer 'Ridley Scott'" in wrong.stdout
-    mine = rows(db, actor="key:cli-feedback")
+    mine = rows(db, actor=principal.actor)
     assert [(r.answer, r.correct, r.expected) for r in mine] == [("Ridley Scott", True, None),
                                                                 ("Peter Weir", False, "Ridley Scott")]
     both = factloom("feedback", QUESTION, "Ridley Scott", "--right", "--expected", "x", "--kb", kb, key=key)
@@ -158,7 +160,7 @@ def test_feedback_from_the_command_line(kb: str, client_with: Callable[[str], ht
     assert neither.returncode != 0 and "one of the arguments --right --wrong is required" in neither.stderr
     misspelt = factloom("feedback", QUESTION, "Ridley Scott", "--right", "--kb", "feedbak", key=key)
     assert misspelt.returncode != 0 and "knowledge base 'feedbak' holds no entities" in misspelt.stderr
-    assert len(rows(db, actor="key:cli-feedback")) == 2
+    assert len(rows(db, actor=principal.actor)) == 2
 
 
 # ---------------------------------------------------------------- the admin Ask page

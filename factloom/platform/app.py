@@ -23,6 +23,7 @@ from factloom import __version__
 from factloom.config import Settings, get_settings
 from factloom.graph.errors import GraphUnavailable, InvalidGraphInput
 from factloom.platform.admin.routes import router as admin_router
+from factloom.platform.audit.routes import router as audit_router
 from factloom.platform.errors import RETRY_AFTER_S, PlatformError, Unauthorized
 from factloom.platform.feedback.routes import router as feedback_router
 from factloom.platform.ingest.routes import router as ingest_router
@@ -214,6 +215,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(query_router)
     app.include_router(feedback_router)
     app.include_router(models_router)
+    app.include_router(audit_router)
     app.include_router(admin_router)
     return app
 

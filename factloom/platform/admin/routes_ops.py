@@ -1,5 +1,5 @@
 """Admin-only pages: ingest batches with throughput, the registered model versions (activate one to
-swap or roll back), and the accounts that may sign in."""
+swap or roll back), the accounts that may sign in, and the audit trail of every write."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from factloom.platform.admin.batches import STATUS_ORDER, knowledge_bases, list_
 from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
 from factloom.platform.admin.users import ROLES, create_user, list_users, set_disabled
 from factloom.platform.admin.visuals import COLOURS, sparkline, status_bar
+from factloom.platform.audit import service as audit
 from factloom.platform.deps import ResourcesDep
 from factloom.platform.errors import BadRequest
 from factloom.platform.models import service as models
@@ -56,6 +57,15 @@ def models_activate(version: str, request: Request, me: AdminOnly, resources: Re
     row = models.activate(db=resources.db, version=version, actor=me.actor)
     return flash(request, redirect(f"{PREFIX}/models?{urlencode({'kb': row.kb or ''})}"),
                  f"{version} is now the active {row.kind} of {row.kb}: served within seconds")
+
+
+@router.get("/audit")
+def audit_page(request: Request, _: AdminOnly, resources: ResourcesDep, action: str = "", actor: str = "",
+               before: int | None = None) -> Response:
+    action, actor = action.strip()[:200], actor.strip()[:200]
+    rows = audit.list_events(db=resources.db, action=action or None, actor=actor or None, before=before, limit=PAGE)
+    return render(request, "audit.html", rows=rows, action=action, actor=actor,
+                  older=rows[-1].id if len(rows) == PAGE else None)
 
 
 @router.get("/users")

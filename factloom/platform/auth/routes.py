@@ -16,10 +16,6 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1", tags=["keys"])
 
 
-def _actor(principal: service.Principal) -> str:
-    # the name as the review and model audit rows give it, and the id, since rotation keeps names
-    return f"key:{principal.name[:150]}#{principal.key_id}"
-
 
 @router.post("/keys", status_code=status.HTTP_201_CREATED, response_model=KeyCreated)
 def post_key(body: KeyIn, principal: AdminKey, resources: ResourcesDep) -> KeyCreated:
@@ -27,7 +23,7 @@ def post_key(body: KeyIn, principal: AdminKey, resources: ResourcesDep) -> KeyCr
     principal.require_all_kbs("creating keys")
     expires_at = service.expiry(days=body.expires_in_days, at=body.expires_at)
     token, made = service.create_key(db=resources.db, name=body.name, scopes=body.scopes, kbs=body.kbs,
-                                     expires_at=expires_at, actor=_actor(principal))
+                                     expires_at=expires_at, actor=principal.actor)
     return KeyCreated(**asdict(service.get_key(db=resources.db, key_id=made.key_id)), key=token)
 
 
@@ -43,7 +39,7 @@ def list_keys(principal: AdminKey, resources: ResourcesDep, include_revoked: boo
 def revoke(key_id: str, principal: AdminKey, resources: ResourcesDep) -> KeyOut:
     """Refuse the key from now on: at once in this API process, within 5 s in the others."""
     principal.require_all_kbs("revoking keys")
-    info = service.revoke_key(db=resources.db, key_id=key_id, actor=_actor(principal))
+    info = service.revoke_key(db=resources.db, key_id=key_id, actor=principal.actor)
     resources.keys.forget(key_id)
     return KeyOut(**asdict(info))
 
@@ -55,7 +51,7 @@ def rotate(
     """A new secret for the key (a new key id, the same name, scopes and kbs); the old key is revoked."""
     principal.require_all_kbs("rotating keys")
     days = body.expires_in_days if body is not None else None
-    token, info = service.rotate_key(db=resources.db, key_id=key_id, actor=_actor(principal),
+    token, info = service.rotate_key(db=resources.db, key_id=key_id, actor=principal.actor,
                                      expires_at=service.expiry(days=days))
     resources.keys.forget(key_id)
     return KeyCreated(**asdict(info), key=token)

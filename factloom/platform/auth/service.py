@@ -62,6 +62,12 @@ class Principal:
     kbs: frozenset[str] | None = None
     expires_at: datetime | None = None
 
+    @property
+    def actor(self) -> str:
+        """How audit rows, decisions and feedback name this key: its name, and its id (rotation keeps
+        the name)."""
+        return f"key:{self.name[:150]}#{self.key_id}"
+
     def has(self, scope: str) -> bool:
         return scope in self.scopes or "admin" in self.scopes
 

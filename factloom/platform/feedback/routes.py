@@ -21,7 +21,7 @@ def post_feedback(body: FeedbackIn, principal: QueryKey, resources: ResourcesDep
     """Record whether answers were right: a batch of 1 to 1000 items, written whole or not at all."""
     principal.require_kb(body.kb)
     service.require_kb(store=resources.store, kb=body.kb)
-    ids = service.record(db=resources.db, kb=body.kb, items=body.items, actor=f"key:{principal.name}")
+    ids = service.record(db=resources.db, kb=body.kb, items=body.items, actor=principal.actor)
     return FeedbackRecorded(count=len(ids), ids=ids)
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from factloom.graph import Neo4jStore
 from factloom.graph.errors import GraphUnavailable, InvalidGraphInput
-from factloom.ledger import AnswerFeedback, Database
+from factloom.ledger import AnswerFeedback, AuditEvent, Database
 from factloom.platform.errors import BadRequest, NotFound, Unavailable
 from factloom.platform.feedback.schemas import FeedbackItem
 from factloom.platform.metrics import FEEDBACK
@@ -45,6 +45,8 @@ def record(*, db: Database, kb: str, items: Sequence[FeedbackItem], actor: str) 
         session.add_all(rows)
         session.flush()  # assigns the autoincrement ids
         ids = [row.id for row in rows]
+        session.add(AuditEvent(actor=actor, action="feedback.add", target=f"kb:{kb}",
+                               details={"count": len(ids), "ids": [ids[0], ids[-1]] if ids else []}))
     for correct in (True, False):
         n = sum(1 for i in items if i.correct is correct)
         if n:

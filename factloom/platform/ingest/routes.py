@@ -22,7 +22,7 @@ def post_facts(body: BatchIn, principal: IngestKey, db: DbDep, settings: Setting
                           retry_after=settings.ingest_backlog_retry_s)
     submitted = service.submit(
         db=db, kb=body.kb, facts=body.facts, max_facts=settings.max_batch_facts, api_key_id=principal.key_id,
-        evidence_dir=settings.evidence_dir, max_image_bytes=settings.max_image_bytes,
+        evidence_dir=settings.evidence_dir, max_image_bytes=settings.max_image_bytes, actor=principal.actor,
     )
     service.enqueue(submitted.ids, settings.check_chunk_size)
     INGESTED.inc(len(submitted.ids))

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from factloom.graph.types import entity_key, fact_id_for
-from factloom.ledger import Database, FactSubmission, IngestBatch, Status
+from factloom.ledger import AuditEvent, Database, FactSubmission, IngestBatch, Status
 from factloom.ledger.evidence import InvalidEvidence, check_image, store_image
 from factloom.ledger.tables import new_id
 from factloom.platform.errors import BadRequest, NotFound, TooLarge, TooManyRequests
@@ -47,7 +47,7 @@ def submission_key(kb: str, fact: FactIn) -> str:
 
 def submit(
     *, db: Database, kb: str, facts: Sequence[FactIn], max_facts: int, api_key_id: str | None,
-    evidence_dir: Path | None = None, max_image_bytes: int = 2_000_000,
+    evidence_dir: Path | None = None, max_image_bytes: int = 2_000_000, actor: str = "system",
 ) -> Submitted:
     """Validate the whole batch (images included), then store its images and write it in one transaction.
 
@@ -67,7 +67,7 @@ def submit(
         stored[id(facts[i])] = {"sha256": sha, "content_type": content_type, "bytes": len(data)}
     for attempt in range(2):
         try:
-            return _write(db, kb, keyed, api_key_id, repeats=len(facts) - len(keyed), images=stored)
+            return _write(db, kb, keyed, api_key_id, repeats=len(facts) - len(keyed), images=stored, actor=actor)
         except IntegrityError:
             # a concurrent batch stored one of these keys first; the retry sees it as a duplicate
             if attempt == 1:
@@ -110,7 +110,7 @@ def _evidence(fact: FactIn, images: dict[int, dict[str, Any]]) -> dict[str, Any]
 
 
 def _write(db: Database, kb: str, keyed: dict[str, FactIn], api_key_id: str | None, repeats: int,
-           images: dict[int, dict[str, Any]]) -> Submitted:
+           images: dict[int, dict[str, Any]], actor: str) -> Submitted:
     with db.session() as session:
         existing = set(
             session.scalars(
@@ -133,6 +133,8 @@ def _write(db: Database, kb: str, keyed: dict[str, FactIn], api_key_id: str | No
             for key, f in new.items()
         ]
         session.add_all(rows)
+        session.add(AuditEvent(actor=actor, action="ingest.batch", target=f"batch:{batch.id}",
+                               details={"kb": kb, "count": len(rows), "duplicates": len(existing) + repeats}))
         return Submitted(batch_id=batch.id, ids=[r.id for r in rows], duplicates=len(existing) + repeats)
 
 

@@ -30,7 +30,7 @@ def list_models(
 def activate(version: str, principal: AdminKey, db: DbDep) -> ModelVersionOut:
     """Serve ``version`` for its kind and kb; the one active before retires (a swap or a rollback)."""
     principal.require_kb(service.kb_of(db=db, version=version))
-    return ModelVersionOut.of(service.activate(db=db, version=version, actor=f"key:{principal.name}"))
+    return ModelVersionOut.of(service.activate(db=db, version=version, actor=principal.actor))
 
 
 @router.post("/models/learn", response_model=LearnQueued, status_code=202)

@@ -41,6 +41,6 @@ def post_decision(submission_id: str, body: DecisionIn, principal: ReviewKey, db
     principal.require_kb(service.kb_of(db=db, submission_id=submission_id))
     status = service.decide(
         db=db, submission_id=submission_id, decision=body.decision, reason=body.reason,
-        reviewer=f"key:{principal.name}",
+        reviewer=principal.actor,
     )
     return DecisionOut(id=submission_id, status=status.value, decision=body.decision)

@@ -1,0 +1,1 @@
+"""``/v1/audit``: the audit trail of every write, for admins."""
