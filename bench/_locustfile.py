@@ -3,7 +3,9 @@
 Configured through the environment by bench/load.py: ``FACTLOOM_LOAD_KEY`` (an API key),
 ``FACTLOOM_LOAD_QUESTIONS`` (a file of questions, one a line), ``FACTLOOM_LOAD_QUERY_KB``,
 ``FACTLOOM_LOAD_INGEST_KB``, ``FACTLOOM_LOAD_BATCH`` (facts a POST), ``FACTLOOM_LOAD_USERS``
-(``QueryUser=32,IngestUser=4``: how many of each).
+(``QueryUser=32,IngestUser=4``: how many of each), ``FACTLOOM_LOAD_INGEST_POSTS`` (POSTs in all, shared
+by the ingest users, then they stop; 0: no end), ``FACTLOOM_LOAD_INGEST_PAUSE_S`` (each ingest user's
+pause between POSTs), ``FACTLOOM_LOAD_QUIT_AFTER_INGEST`` (end the run when the POSTs are done).
 
 A refusal the platform means (429 or 503 with ``Retry-After``) is not an error: it is recorded under
 its own name (``shed``) and the user waits as told, as factloom.client does. Anything else that is
@@ -18,7 +20,8 @@ import uuid
 from pathlib import Path
 
 import gevent
-from locust import FastHttpUser, between, task
+from locust import FastHttpUser, between, constant, task
+from locust.exception import StopUser
 
 KEY = os.environ.get("FACTLOOM_LOAD_KEY", "")
 _QUESTIONS_FILE = os.environ.get("FACTLOOM_LOAD_QUESTIONS")
@@ -27,6 +30,10 @@ QUERY_KB = os.environ.get("FACTLOOM_LOAD_QUERY_KB", "default")
 INGEST_KB = os.environ.get("FACTLOOM_LOAD_INGEST_KB", "bench-load")
 BATCH = int(os.environ.get("FACTLOOM_LOAD_BATCH", "100"))
 HEADERS = {"Authorization": f"Bearer {KEY}"}
+INGEST_POSTS = int(os.environ.get("FACTLOOM_LOAD_INGEST_POSTS", "0"))
+INGEST_PAUSE_S = float(os.environ.get("FACTLOOM_LOAD_INGEST_PAUSE_S", "0"))
+QUIT_AFTER_INGEST = os.environ.get("FACTLOOM_LOAD_QUIT_AFTER_INGEST") == "1"
+_posted = 0
 
 
 class _PlatformUser(FastHttpUser):
@@ -53,8 +60,16 @@ class QueryUser(_PlatformUser):
 
 
 class IngestUser(_PlatformUser):
+    wait_time = constant(INGEST_PAUSE_S) if INGEST_PAUSE_S else between(0.0, 0.01)
+
     @task
     def submit(self) -> None:
+        global _posted
+        if INGEST_POSTS and _posted >= INGEST_POSTS:
+            if QUIT_AFTER_INGEST:
+                self.environment.runner.quit()
+            raise StopUser()
+        _posted += 1
         run = uuid.uuid4().hex[:10]
         facts = [{"subject": f"Load item {run}-{i}", "predicate": "made_by",
                   "object": f"Load maker {random.randrange(500)}", "source": "bench-load"} for i in range(BATCH)]

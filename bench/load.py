@@ -1,11 +1,13 @@
 """The running platform under load, driven by Locust (BENCHMARKS.md §5, issue: reliability and load).
 
-Queries at each of ``--levels`` concurrent users, ingest at each of ``--ingest-levels`` concurrent
-pipelines (POSTs of ``--batch`` new facts), then both at once (``--mixed``), each for ``--seconds``;
-per level the throughput, p50 / p95 / p99 latency, errors (anything but a 2xx, or a deliberate 429 /
-503 with Retry-After, which is counted as shed), and for ingest the facts checked and committed a
-second until the backlog drained. ``--soak-minutes M`` then runs the mixed load for M minutes and
-samples the resident memory of every platform process: growth after the first fifth (warm-up).
+Queries at each of ``--levels`` concurrent users for ``--seconds``; ingest at each of
+``--ingest-levels`` concurrent pipelines posting ``--ingest-facts`` new facts in all (POSTs of
+``--batch``), timed until every one is decided; then both at once (``--mixed``). Per level the
+throughput, p50 / p95 / p99 latency, errors (anything but a 2xx, or a deliberate 429 / 503 with
+Retry-After, which is counted as shed), and for ingest the facts checked and decided a second.
+``--soak-minutes M`` then runs the mixed load for M minutes, each pipeline pausing
+``--soak-pause`` seconds between POSTs (about what the checks keep up with), and samples the
+resident memory of every platform process: growth after the first fifth (warm-up).
 
 A PNG beside the JSON draws latency and throughput against users.
 """
@@ -171,7 +173,9 @@ def main() -> None:
     p.add_argument("--levels", default="1,8,32,64,128", help="concurrent query users, comma separated")
     p.add_argument("--ingest-levels", default="1,4,16", help="concurrent ingest pipelines, comma separated")
     p.add_argument("--mixed", default="32,4", help="query users,ingest pipelines at once; '' for none")
-    p.add_argument("--seconds", type=float, default=30.0, help="each level's length")
+    p.add_argument("--seconds", type=float, default=30.0, help="each query level's length, and the mixed run's")
+    p.add_argument("--ingest-facts", type=int, default=10000, help="facts each ingest level posts in all")
+    p.add_argument("--soak-pause", type=float, default=2.0, help="seconds each soak pipeline waits between POSTs")
     p.add_argument("--batch", type=int, default=100, help="facts a POST")
     p.add_argument("--drain-timeout", type=float, default=600.0, help="longest wait for an ingest backlog")
     p.add_argument("--soak-minutes", type=float, default=0.0, help="mixed load this long, memory sampled")
@@ -201,8 +205,10 @@ def main() -> None:
         for pipelines in [int(x) for x in args.ingest_levels.split(",") if x]:
             kb = f"bench-load-{run}-{pipelines}"
             t0 = time.perf_counter()
-            stats = _locust({"IngestUser": pipelines}, args.seconds, {**env, "FACTLOOM_LOAD_INGEST_KB": kb},
-                            settings.base_url, work)
+            posts = {"FACTLOOM_LOAD_INGEST_POSTS": str(max(1, args.ingest_facts // args.batch)),
+                     "FACTLOOM_LOAD_QUIT_AFTER_INGEST": "1"}
+            stats = _locust({"IngestUser": pipelines}, args.drain_timeout,
+                            {**env, **posts, "FACTLOOM_LOAD_INGEST_KB": kb}, settings.base_url, work)
             level = {"pipelines": pipelines, **_level(stats, "ingest"),
                      **_committed_rate(db, kb, t0, args.drain_timeout)}
             metrics["ingest"].append(level)
@@ -213,8 +219,9 @@ def main() -> None:
             users, pipelines = (int(x) for x in args.mixed.split(","))
             kb = f"bench-load-{run}-mixed"
             t0 = time.perf_counter()
+            posts = {"FACTLOOM_LOAD_INGEST_POSTS": str(max(1, args.ingest_facts // args.batch))}
             stats = _locust({"QueryUser": users, "IngestUser": pipelines}, args.seconds,
-                            {**env, "FACTLOOM_LOAD_INGEST_KB": kb}, settings.base_url, work)
+                            {**env, **posts, "FACTLOOM_LOAD_INGEST_KB": kb}, settings.base_url, work)
             metrics["mixed"] = {"users": users, "pipelines": pipelines, "query": _level(stats, "query"),
                                 "ingest": {**_level(stats, "ingest"),
                                            **_committed_rate(db, kb, t0, args.drain_timeout)}}
@@ -223,7 +230,8 @@ def main() -> None:
                 kb = f"bench-load-{run}-soak"
                 with _Memory(settings) as memory:
                     stats = _locust({"QueryUser": users, "IngestUser": pipelines}, args.soak_minutes * 60,
-                                    {**env, "FACTLOOM_LOAD_INGEST_KB": kb}, settings.base_url, work)
+                                    {**env, "FACTLOOM_LOAD_INGEST_KB": kb,
+                                     "FACTLOOM_LOAD_INGEST_PAUSE_S": str(args.soak_pause)}, settings.base_url, work)
                 metrics["soak"] = {"minutes": args.soak_minutes, "query": _level(stats, "query"),
                                    "ingest": _level(stats, "ingest"), "memory": memory.growth()}
                 print(f"soak   {metrics['soak']}", flush=True)
