@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 
 import gevent
-from locust import FastHttpUser, between, constant, task
+from locust import FastHttpUser, between, constant, events, task
 from locust.exception import StopUser
 
 KEY = os.environ.get("FACTLOOM_LOAD_KEY", "")
@@ -66,14 +66,27 @@ class IngestUser(_PlatformUser):
     def submit(self) -> None:
         global _posted
         if INGEST_POSTS and _posted >= INGEST_POSTS:
-            if QUIT_AFTER_INGEST:
-                self.environment.runner.quit()
             raise StopUser()
         _posted += 1
         run = uuid.uuid4().hex[:10]
         facts = [{"subject": f"Load item {run}-{i}", "predicate": "made_by",
                   "object": f"Load maker {random.randrange(500)}", "source": "bench-load"} for i in range(BATCH)]
         self._post("/v1/facts", "ingest", {"kb": INGEST_KB, "facts": facts})
+
+
+@events.test_start.add_listener
+def _quit_when_the_posts_are_done(environment, **_kwargs) -> None:  # type: ignore[no-untyped-def]
+    """End the run once every ingest user has stopped (its last answer in), not at the time limit."""
+    if not QUIT_AFTER_INGEST:
+        return
+
+    def watch() -> None:
+        gevent.sleep(1.0)
+        while environment.runner.user_count:
+            gevent.sleep(0.2)
+        environment.runner.quit()
+
+    gevent.spawn(watch)
 
 
 for _name, _count in (item.split("=") for item in os.environ.get("FACTLOOM_LOAD_USERS", "").split(",") if item):

@@ -56,6 +56,9 @@ def _locust(users: dict[str, int], seconds: float, env: dict[str, str], base_url
     stats_file = Path(f"{prefix}_stats.csv")
     if not stats_file.exists():
         raise RuntimeError(f"locust wrote no stats (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    def ms(value: str) -> float:  # Locust writes N/A for a name without requests
+        return float(value) if value not in ("", "N/A") else 0.0
+
     out: dict[str, Any] = {}
     with stats_file.open() as rows:
         for row in csv.DictReader(rows):
@@ -63,8 +66,7 @@ def _locust(users: dict[str, int], seconds: float, env: dict[str, str], base_url
             out[key] = {
                 "requests": int(row["Request Count"]), "failures": int(row["Failure Count"]),
                 "rps": round(float(row["Requests/s"]), 2),
-                "latency_ms_p50": float(row["50%"] or 0), "latency_ms_p95": float(row["95%"] or 0),
-                "latency_ms_p99": float(row["99%"] or 0),
+                "latency_ms_p50": ms(row["50%"]), "latency_ms_p95": ms(row["95%"]), "latency_ms_p99": ms(row["99%"]),
             }
     failures = Path(f"{prefix}_failures.csv")
     if failures.exists():
