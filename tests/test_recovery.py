@@ -1,5 +1,6 @@
-"""Faults on the real services: a worker, Redis or Neo4j killed -9 mid-ingest and started again loses
-nothing and duplicates nothing; a store whose pooled connection Neo4j closed reads on."""
+"""Faults on the real services: a worker, Redis or Neo4j killed -9 mid-ingest, the API killed amid
+POSTs, PostgreSQL restarted: each started again loses nothing and duplicates nothing; a store whose
+pooled connection Neo4j closed reads on."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 
 import httpx
 import pytest
@@ -16,7 +19,11 @@ from sqlalchemy import func, select
 from factloom.config import Settings
 from factloom.graph import Neo4jStore
 from factloom.ledger import Database, FactSubmission, Status
+from factloom.platform.auth.service import create_key
+from factloom.platform.migrate import migrate_sql
 from factloom.platform.process import Service
+from factloom.platform.services import PostgresService, services
+from tests.services import PORTS, running
 
 pytestmark = pytest.mark.integration
 
@@ -181,3 +188,45 @@ def test_the_api_killed_amid_posts_leaves_each_batch_whole_or_absent(
     assert {n for _, n in sizes} == {200}, "a batch was half written"
     assert len(sizes) >= answers.count(202)
     _settled_once(db, store, kb, 200 * len(sizes))
+
+
+@pytest.fixture(scope="module")
+def own_postgres(settings: Settings) -> Iterator[PostgresService]:
+    """A PostgreSQL of this module's own, to restart without touching the session's."""
+    home = settings.home / "pg-fault"
+    home.mkdir(parents=True, exist_ok=True)
+    home.chmod(0o755)  # the postgres OS user must reach its data directory
+    with running(PostgresService(settings.model_copy(update={"home": home}), port=PORTS["postgres"] + 50)) as pg:
+        yield pg
+
+
+def test_postgres_restarted_during_ingest_loses_no_fact(
+    store: Neo4jStore, own_postgres: PostgresService, settings: Settings,
+    worker_with: Callable[..., AbstractContextManager[Service]],
+) -> None:
+    kb = "pg-fault"
+    migrate_sql(own_postgres.url)
+    ledger = Database(own_postgres.url)
+    token, _ = create_key(db=ledger, name="pg-fault", scopes=["ingest"])
+    port = PORTS["api"] + 70
+    on_pg = settings.model_copy(update={"home": settings.home / "pg-fault-api", "database_url": own_postgres.url,
+                                        "api_port": port, "api_workers": 1, "query_warm_up": False})
+    server = services(on_pg)["api"]
+    with worker_with(database_url=own_postgres.url):
+        server.start()
+        try:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60,
+                              headers={"Authorization": f"Bearer {token}"}) as client:
+                for start in range(0, 1000, 500):
+                    assert _post(client, kb, start, 500).status_code == 202
+                own_postgres.stop()
+                refused = _post(client, kb, 1000, 500)
+                assert refused.status_code == 503, refused.text  # nothing written: the ledger is down
+                assert refused.headers["content-type"] == "application/problem+json"
+                assert int(refused.headers["retry-after"]) >= 1
+                own_postgres.start()
+                assert _post(client, kb, 1000, 500).status_code == 202
+            _settled_once(ledger, store, kb, 1500)
+        finally:
+            server.stop()
+            ledger.dispose()

@@ -15,6 +15,8 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as SqlTimeout
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -174,6 +176,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(GraphUnavailable)
     async def graph_down(request: Request, exc: GraphUnavailable) -> JSONResponse:
         return problem(503, "Service unavailable", str(exc), request, retry_after=RETRY_AFTER_S)
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(SqlTimeout)
+    async def ledger_down(request: Request, exc: Exception) -> JSONResponse:
+        # the SQL ledger cannot be reached (restarting, out of connections): nothing was written
+        log.warning("the ledger is unavailable: %s", str(exc).splitlines()[0])
+        return problem(503, "Service unavailable", "the ledger (SQL) is unavailable; try again shortly", request,
+                       retry_after=RETRY_AFTER_S)
 
     @app.exception_handler(InvalidGraphInput)
     async def graph_input(request: Request, exc: InvalidGraphInput) -> JSONResponse:
