@@ -1,9 +1,11 @@
 """``factloom backup`` of the running test platform, restored into a fresh home with a Neo4j of its own:
 the same facts, entities and ledger rows, model artefacts moved to the new home; a second restore
-into the now full home is refused and writes nothing."""
+into the now full home is refused and writes nothing; a damaged backup's restore undoes itself."""
 
 from __future__ import annotations
 
+import gzip
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,6 +69,19 @@ def test_a_backup_restores_into_a_fresh_home(
     manifest = backup(settings, tmp_path / "b", show=False)
     assert not (tmp_path / "b.partial").exists()
     assert manifest["graph"]["FACT"] >= N and manifest["ledger"]["fact_submission"] >= N
+
+    # a damaged backup (a ledger row missing) fails after the graph and files were written: all undone
+    shutil.copytree(tmp_path / "b", tmp_path / "damaged")
+    rows_file = tmp_path / "damaged" / "ledger" / "fact_submission.jsonl.gz"
+    lines = gzip.decompress(rows_file.read_bytes()).splitlines(keepends=True)
+    rows_file.write_bytes(gzip.compress(b"".join(lines[:-1])))
+    with pytest.raises(BackupError, match="damaged.*fact_submission"):
+        restore(fresh, tmp_path / "damaged", show=False)
+    empty = Neo4jStore(fresh.neo4j_uri, fresh.neo4j_auth())
+    try:
+        assert empty.is_empty() and not fresh.models_dir.exists()
+    finally:
+        empty.close()
 
     restore(fresh, tmp_path / "b", show=False)
     copy = Neo4jStore(fresh.neo4j_uri, fresh.neo4j_auth())

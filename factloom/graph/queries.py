@@ -384,3 +384,5 @@ SET r = row.p
 RETURN count(r) AS n
 """
 COUNT_ALL = "MATCH (n) RETURN count(n) AS n"
+# what a failed restore wrote into the graph it found empty
+WIPE_ALL = "MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS"

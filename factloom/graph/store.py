@@ -282,6 +282,11 @@ class Neo4jStore:
     def is_empty(self) -> bool:
         return int(self.run(q.COUNT_ALL, routing="r")[0]["n"]) == 0
 
+    def wipe(self) -> None:
+        """Delete every node and relationship (a restore undoing itself in a graph it found empty)."""
+        with self._driver.session(database=self.database) as session:
+            session.run(q.WIPE_ALL).consume()  # CALL … IN TRANSACTIONS needs an implicit transaction
+
     def dump(self, label_or_type: str) -> Iterator[dict[str, Any]]:
         """Every node of a label (``{"id", "p"}``) or relationship of a type (``{"a", "b", "p"}``,
         the element ids of its ends), streamed from one read transaction; temporal properties

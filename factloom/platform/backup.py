@@ -167,7 +167,7 @@ def _restore_graph(store: Neo4jStore, source: Path, manifest: dict[str, Any], sh
 
 
 def _wipe(settings: Settings, store: Neo4jStore) -> None:
-    store.run("MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS")
+    store.wipe()
     for path in _file_parts(settings).values():
         shutil.rmtree(path, ignore_errors=True)
 
