@@ -18,8 +18,8 @@ from factloom import __version__
 from factloom.client import ApiError
 from factloom.config import Settings, get_settings
 
-__all__ = ["parser", "client", "load_client", "LoadClient", "percentile", "write_result", "read_triples", "REPO",
-           "DEFAULT_DATA"]
+__all__ = ["parser", "running_platform", "client", "load_client", "LoadClient", "percentile", "write_result",
+           "read_triples", "REPO", "DEFAULT_DATA"]
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -42,7 +42,7 @@ def parser(name: str, description: str) -> argparse.ArgumentParser:
     return p
 
 
-def _platform(settings: Settings | None) -> tuple[str, str]:
+def running_platform(settings: Settings | None) -> tuple[str, str]:
     """The running platform's base URL and an API key, or exit saying how to start it."""
     settings = settings or get_settings()
     key_path = settings.home / "api-key"
@@ -61,7 +61,7 @@ def _platform(settings: Settings | None) -> tuple[str, str]:
 def client(settings: Settings | None = None):  # type: ignore[no-untyped-def]
     from factloom.client import Client
 
-    return Client(*_platform(settings))
+    return Client(*running_platform(settings))
 
 
 class LoadClient:
@@ -107,7 +107,7 @@ class LoadClient:
 
 
 def load_client(settings: Settings | None = None) -> LoadClient:
-    return LoadClient(*_platform(settings))
+    return LoadClient(*running_platform(settings))
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -26,20 +26,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import parser, write_result
+from _common import parser, running_platform, write_result
 from query import load_questions
 
 from factloom.config import DEFAULT_KB, get_settings
 
 HERE = Path(__file__).resolve().parent
-
-
-def _key(settings: Any) -> str:
-    path = settings.home / "api-key"
-    key = settings.api_key or (path.read_text().strip() if path.exists() else "")
-    if not key:
-        sys.exit("no API key: start the platform with 'factloom up' first")
-    return key
 
 
 def _locust(users: dict[str, int], seconds: float, env: dict[str, str], base_url: str, work: Path) -> dict[str, Any]:
@@ -195,11 +187,12 @@ def main() -> None:
         work = Path(tmp)
         questions = work / "questions.txt"
         questions.write_text("\n".join(q for q, _, _ in load_questions(args.data_dir, [1, 2, 3], 300, args.seed)))
-        env = {"FACTLOOM_LOAD_KEY": _key(settings), "FACTLOOM_LOAD_QUESTIONS": str(questions),
+        base_url, key = running_platform(settings)
+        env = {"FACTLOOM_LOAD_KEY": key, "FACTLOOM_LOAD_QUESTIONS": str(questions),
                "FACTLOOM_LOAD_QUERY_KB": args.kb, "FACTLOOM_LOAD_BATCH": str(args.batch)}
         metrics: dict[str, Any] = {"query": [], "ingest": [], "mixed": None, "soak": None}
         for users in [int(x) for x in args.levels.split(",") if x]:
-            level = {"users": users, **_level(_locust({"QueryUser": users}, args.seconds, env, settings.base_url,
+            level = {"users": users, **_level(_locust({"QueryUser": users}, args.seconds, env, base_url,
                                                       work), "query")}
             metrics["query"].append(level)
             print(f"query  {users:>4} users  {level['rps']:>7} /s  p50 {level['latency_ms_p50']:>6} ms  "
@@ -210,7 +203,7 @@ def main() -> None:
             posts = {"FACTLOOM_LOAD_INGEST_POSTS": str(max(1, args.ingest_facts // args.batch)),
                      "FACTLOOM_LOAD_QUIT_AFTER_INGEST": "1"}
             stats = _locust({"IngestUser": pipelines}, args.drain_timeout,
-                            {**env, **posts, "FACTLOOM_LOAD_INGEST_KB": kb}, settings.base_url, work)
+                            {**env, **posts, "FACTLOOM_LOAD_INGEST_KB": kb}, base_url, work)
             level = {"pipelines": pipelines, **_level(stats, "ingest"),
                      **_committed_rate(db, kb, t0, args.drain_timeout)}
             metrics["ingest"].append(level)
@@ -223,7 +216,7 @@ def main() -> None:
             t0 = time.perf_counter()
             posts = {"FACTLOOM_LOAD_INGEST_POSTS": str(max(1, args.ingest_facts // args.batch))}
             stats = _locust({"QueryUser": users, "IngestUser": pipelines}, args.seconds,
-                            {**env, **posts, "FACTLOOM_LOAD_INGEST_KB": kb}, settings.base_url, work)
+                            {**env, **posts, "FACTLOOM_LOAD_INGEST_KB": kb}, base_url, work)
             metrics["mixed"] = {"users": users, "pipelines": pipelines, "query": _level(stats, "query"),
                                 "ingest": {**_level(stats, "ingest"),
                                            **_committed_rate(db, kb, t0, args.drain_timeout)}}
@@ -233,7 +226,7 @@ def main() -> None:
                 with _Memory(settings) as memory:
                     stats = _locust({"QueryUser": users, "IngestUser": pipelines}, args.soak_minutes * 60,
                                     {**env, "FACTLOOM_LOAD_INGEST_KB": kb,
-                                     "FACTLOOM_LOAD_INGEST_PAUSE_S": str(args.soak_pause)}, settings.base_url, work)
+                                     "FACTLOOM_LOAD_INGEST_PAUSE_S": str(args.soak_pause)}, base_url, work)
                 metrics["soak"] = {"minutes": args.soak_minutes, "query": _level(stats, "query"),
                                    "ingest": _level(stats, "ingest"), "memory": memory.growth()}
                 print(f"soak   {metrics['soak']}", flush=True)

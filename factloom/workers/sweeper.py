@@ -24,6 +24,7 @@ from typing import Any
 
 import redis
 from celery import Celery
+from kombu.transport.redis import PRIORITY_STEPS, Channel
 
 from factloom.workers import pipeline
 from factloom.workers.context import WorkerContext
@@ -35,9 +36,6 @@ log = logging.getLogger(__name__)
 CHECK_TASK = "factloom.check.submissions"
 COMMIT_TASK = "factloom.check.commit"
 QUEUE = "check"  # both tasks are routed here (factloom.workers.app)
-# kombu's Redis transport keeps one list per priority step: "check", then "check\x06\x16<step>"
-_PRIORITY_SEP = "\x06\x16"
-_PRIORITY_STEPS = (3, 6, 9)
 _INSPECT_TIMEOUT_S = 1.0  # a worker answers in milliseconds; each of the three questions waits this long
 
 
@@ -47,7 +45,8 @@ def _ids_of(task: str | None, args: Any, found: dict[str, set[str]]) -> None:
 
 
 def _queued(client: redis.Redis, found: dict[str, set[str]]) -> None:
-    for key in (QUEUE, *(f"{QUEUE}{_PRIORITY_SEP}{step}" for step in _PRIORITY_STEPS)):
+    # kombu's Redis transport keeps one list per priority step: "check", then "check<sep><step>"
+    for key in (QUEUE, *(f"{QUEUE}{Channel.sep}{step}" for step in PRIORITY_STEPS if step)):
         for raw in client.lrange(key, 0, -1):
             envelope = json.loads(raw)
             body = envelope["body"]
