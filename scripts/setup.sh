@@ -2,8 +2,8 @@
 # Prepare this machine for the local FactLoom platform (no Docker).
 #
 # Idempotent and fast on re-run: each step checks first and only acts when something is missing
-# or changed. Steps: OS packages (Redis, PostgreSQL, a JDK, Maven), the project's .venv (reinstalled
-# only when requirements.lock changed), and the Neo4j server jars from Maven Central (fetched once
+# or changed. Steps: OS packages (Redis, PostgreSQL, a JDK, Maven, Prometheus, Alertmanager), the
+# project's .venv (reinstalled only when requirements.lock changed), and the Neo4j server jars from Maven Central (fetched once
 # into the shared cache, ${FACTLOOM_CACHE_DIR:-$HOME/.cache/factloom}/neo4j/<version>/lib).
 set -euo pipefail
 
@@ -38,6 +38,18 @@ if [ "${#pkgs[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${pkgs[@]}" >/dev/null
 else
   say "OS packages present (redis-server, postgresql, java, mvn, npm, chromium)"
+fi
+# monitoring (factloom up --monitoring, tests/test_monitoring.py): Prometheus with promtool, Alertmanager
+# with amtool; without their recommends (node exporter and its collectors are not needed here)
+mon=()
+command -v promtool >/dev/null 2>&1 || mon+=(prometheus)
+command -v amtool >/dev/null 2>&1 || mon+=(prometheus-alertmanager)
+if [ "${#mon[@]}" -gt 0 ]; then
+  say "installing OS packages: ${mon[*]} (no recommends)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${mon[@]}" >/dev/null
+else
+  say "OS packages present (prometheus, prometheus-alertmanager)"
 fi
 
 # --- Python virtual environment -----------------------------------------------------------------

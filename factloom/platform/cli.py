@@ -469,7 +469,7 @@ def build_parser() -> argparse.ArgumentParser:
     restore.set_defaults(func=cmd_restore)
     keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="keys_command", required=True)
     create = keys.add_parser("create", help="print a new API key")
-    create.add_argument("--scopes", required=True, help="comma separated: ingest,query,review,admin")
+    create.add_argument("--scopes", required=True, help="comma separated: ingest,query,review,admin,alerts")
     create.add_argument("--name", default="cli", help="who the key is for")
     create.add_argument("--kbs", help="comma separated: the only kbs the key may read and write (default: all)")
     create.add_argument("--expires-days", type=float, metavar="N", help="the key stops working N days from now")

@@ -36,7 +36,8 @@ __all__ = [
     "token_prefix", "key_hash",
 ]
 
-SCOPES = ("ingest", "query", "review", "admin")
+# ``alerts``: Alertmanager posting to ``POST /v1/alerts`` (docs/operations.md, "Monitoring"), nothing else
+SCOPES = ("ingest", "query", "review", "admin", "alerts")
 # how long a verified key is trusted without reading the ledger again: a key revoked (or its scopes
 # changed) in the ledger is refused within this many seconds
 KEY_TTL_S = 5.0
