@@ -17,7 +17,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 __all__ = [
     "Base", "Status", "DECISIONS_THAT_HOLD", "IngestBatch", "FactSubmission", "CheckResult", "ReviewDecision",
-    "AuditEvent", "ModelVersion", "VersionStatus", "AnswerFeedback", "ApiKey", "utcnow", "new_id",
+    "AuditEvent", "ModelVersion", "VersionStatus", "AnswerFeedback", "ApiKey", "AlertEvent", "utcnow", "new_id",
 ]
 
 
@@ -195,6 +195,30 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime | None]
     revoked_at: Mapped[datetime | None]
+
+
+class AlertEvent(Base):
+    """One alert as Alertmanager last posted it to ``POST /v1/alerts``: one row per firing of an alert
+    (its fingerprint and when it started), updated in place when it resolves or is sent again."""
+
+    __tablename__ = "alert_event"
+    __table_args__ = (
+        UniqueConstraint("fingerprint", "starts_at", name="uq_alert_fingerprint_starts"),
+        Index("ix_alert_status_received", "status", "received_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    alertname: Mapped[str] = mapped_column(String(200), index=True)
+    status: Mapped[str] = mapped_column(String(16))  # firing | resolved
+    severity: Mapped[str | None] = mapped_column(String(32))
+    kb: Mapped[str | None] = mapped_column(String(64))
+    summary: Mapped[str] = mapped_column(Text, default="")
+    labels: Mapped[dict[str, Any] | None]
+    annotations: Mapped[dict[str, Any] | None]
+    starts_at: Mapped[datetime]
+    ends_at: Mapped[datetime | None]
+    received_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class UserAccount(Base):
