@@ -144,6 +144,15 @@ class Settings(BaseSettings):
     admin_cookie_secure: bool = False
     admin_page_size: int = 50  # rows per review-queue page
 
+    # monitoring (docs/operations.md, "Monitoring"): ``up --monitoring`` or ``monitoring=true`` also runs
+    # Prometheus (scraping the API every ``monitoring_scrape_s``) and Alertmanager (posting to
+    # ``POST /v1/alerts``, an alert group's first notice after ``alertmanager_group_wait_s``)
+    monitoring: bool = False
+    prometheus_port: int = 9090
+    alertmanager_port: int = 9093
+    monitoring_scrape_s: float = 15.0
+    alertmanager_group_wait_s: float = 30.0
+
     # MetaQA training questions per hop set posted as answer feedback on the demo kb (its learned models)
     demo_feedback_questions: int = 500
     demo_kb_path: Path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "metaqa" / "kb.txt"
