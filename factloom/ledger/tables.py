@@ -133,9 +133,12 @@ class AuditEvent(Base):
 
 
 class VersionStatus(str, enum.Enum):
-    """Where a registered model version stands; one ``active`` per kind and kb."""
+    """Where a registered model version stands; one ``active`` per kind and kb, and at most one on
+    trial (``shadow`` or ``ab``) beside it."""
 
     candidate = "candidate"  # trained, not serving: waiting for its gates, or failed them
+    shadow = "shadow"  # answers beside the active version; its answers are compared, never returned
+    ab = "ab"  # answers ``traffic_share`` of the kb's questions (sticky per API key)
     active = "active"
     retired = "retired"  # served once, replaced by a newer version
     rolled_back = "rolled_back"  # served once, taken off because it failed in service
