@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from factloom.ledger.db import Database
 from factloom.ledger.registry import (
+    Trial,
     activate_version,
     active_version,
     active_versions,
+    end_trial,
     find_update,
     finish_update,
     list_versions,
     note_progress,
     register_version,
+    rollback,
+    start_trial,
     start_update,
+    trial_versions,
 )
 from factloom.ledger.tables import (
     AnswerFeedback,
@@ -32,5 +37,5 @@ __all__ = [
     "AnswerFeedback", "ApiKey", "AuditEvent", "Base", "CheckResult", "Database", "FactSubmission", "IngestBatch",
     "ModelVersion", "ReviewDecision", "Status", "VersionStatus", "activate_version", "active_version",
     "active_versions", "find_update", "finish_update", "list_versions", "note_progress", "register_version",
-    "start_update",
+    "start_update", "Trial", "trial_versions", "start_trial", "end_trial", "rollback",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,10 @@ from factloom.ledger.db import Database
 from factloom.ledger.tables import AuditEvent, ModelVersion, VersionStatus
 
 __all__ = ["active_versions", "active_version", "register_version", "find_update", "start_update", "note_progress",
-           "finish_update", "list_versions", "activate_version"]
+           "finish_update", "list_versions", "activate_version", "Trial", "trial_versions", "start_trial",
+           "end_trial", "rollback"]
+
+TRIAL_MODES = (VersionStatus.shadow.value, VersionStatus.ab.value)
 
 
 def active_versions(db: Database, kinds: Iterable[str]) -> dict[tuple[str, str], tuple[str, str]]:
@@ -36,6 +40,33 @@ def active_versions(db: Database, kinds: Iterable[str]) -> dict[tuple[str, str],
         ).all()
     for version, kind, kb, artefact in rows:
         out.setdefault((kind, str(kb)), (version, artefact))
+    return out
+
+
+@dataclass(frozen=True)
+class Trial:
+    """A version on trial beside its kind's active one: ``mode`` ``shadow`` (answers compared, never
+    returned) or ``ab`` (answers ``share`` of the kb's questions)."""
+
+    version: str
+    artefact: str
+    mode: str
+    share: float
+
+
+def trial_versions(db: Database, kinds: Iterable[str]) -> dict[tuple[str, str], Trial]:
+    """``(kind, kb) → Trial`` of every version of ``kinds`` on trial (the newest where several are)."""
+    out: dict[tuple[str, str], Trial] = {}
+    with db.session() as session:
+        rows = session.execute(
+            select(ModelVersion.id, ModelVersion.kind, ModelVersion.kb, ModelVersion.artefact, ModelVersion.status,
+                   ModelVersion.traffic_share)
+            .where(ModelVersion.kind.in_(list(kinds)), ModelVersion.status.in_(TRIAL_MODES),
+                   ModelVersion.kb.is_not(None))
+            .order_by(ModelVersion.created_at.desc())
+        ).all()
+    for version, kind, kb, artefact, status, share in rows:
+        out.setdefault((kind, str(kb)), Trial(version, artefact, status, float(share or 0.0)))
     return out
 
 
@@ -142,19 +173,95 @@ def activate_version(db: Database, version: str, *, actor: str) -> ModelVersion:
     whose artefact is gone.
     """
     with db.session() as session:
-        row = session.get(ModelVersion, version)
-        if row is None:
-            raise LookupError(f"no model version {version!r}")
+        row = _servable(session, version)
         kb = row.kb
-        if kb is None:
-            raise ValueError(f"model version {version!r} names no kb, so it cannot serve one")
-        if not Path(row.artefact).exists():
-            raise ValueError(f"model version {version!r} cannot serve: its artefact {row.artefact} is gone")
+        assert kb is not None
         retired = [r for r in _retire(session, row.kind, kb) if r != version]
         row.status, row.traffic_share = VersionStatus.active.value, 1.0
         session.add(AuditEvent(actor=actor, action="model.activate", target=version,
                                details={"kind": row.kind, "kb": kb, "retired": retired}))
         return row
+
+
+def start_trial(db: Database, version: str, *, mode: str, share: float = 0.0, actor: str) -> ModelVersion:
+    """Put ``version`` on trial beside its kind's active version: ``shadow``, or ``ab`` with
+    ``share`` (0 < share < 1) of the kb's questions. A version already on trial for the kind and kb
+    goes back to ``candidate``; audited.
+
+    Raises :class:`LookupError` for an unknown version, :class:`ValueError` for the active one, one
+    without a kb, one whose artefact is gone, a bad mode or share.
+    """
+    if mode not in TRIAL_MODES:
+        raise ValueError(f"a trial is {' or '.join(TRIAL_MODES)}, not {mode!r}")
+    if mode == VersionStatus.ab.value and not 0.0 < share < 1.0:
+        raise ValueError(f"an A/B share is between 0 and 1 (exclusive), not {share}")
+    with db.session() as session:
+        row = _servable(session, version)
+        if row.status == VersionStatus.active.value:
+            raise ValueError(f"model version {version!r} is active already: nothing to try")
+        assert row.kb is not None
+        ended = []
+        for other in session.scalars(select(ModelVersion).where(
+                ModelVersion.kind == row.kind, ModelVersion.kb == row.kb, ModelVersion.status.in_(TRIAL_MODES),
+                ModelVersion.id != version)):
+            other.status, other.traffic_share = VersionStatus.candidate.value, 0.0
+            ended.append(other.id)
+        row.status, row.traffic_share = mode, share if mode == VersionStatus.ab.value else 0.0
+        session.add(AuditEvent(actor=actor, action=f"model.{mode}", target=version,
+                               details={"kind": row.kind, "kb": row.kb, "share": row.traffic_share, "ended": ended}))
+        return row
+
+
+def end_trial(db: Database, version: str, *, actor: str, reason: str = "stopped by hand") -> ModelVersion:
+    """Take ``version`` off its trial (back to ``candidate``), audited with ``reason``; one not on
+    trial: :class:`ValueError`."""
+    with db.session() as session:
+        row = session.get(ModelVersion, version)
+        if row is None:
+            raise LookupError(f"no model version {version!r}")
+        if row.status not in TRIAL_MODES:
+            raise ValueError(f"model version {version!r} is {row.status}, not on trial")
+        row.status, row.traffic_share = VersionStatus.candidate.value, 0.0
+        session.add(AuditEvent(actor=actor, action="model.trial_end", target=version,
+                               details={"kind": row.kind, "kb": row.kb, "reason": reason}))
+        return row
+
+
+def rollback(db: Database, *, kind: str, kb: str, actor: str, reason: str) -> tuple[str, str]:
+    """Take ``kind``'s active version of ``kb`` off (``rolled_back``) and serve its last good one
+    again: its parent where that can still serve, else the newest retired version that can; audited.
+    Returns ``(taken off, now serving)``; :class:`LookupError` when nothing is active or nothing
+    good is left to go back to."""
+    with db.session() as session:
+        current = session.scalars(select(ModelVersion).where(
+            ModelVersion.kind == kind, ModelVersion.kb == kb, ModelVersion.status == VersionStatus.active.value,
+        ).order_by(ModelVersion.created_at.desc())).first()
+        if current is None:
+            raise LookupError(f"kb {kb!r} has no active {kind} to roll back")
+        retired = list(session.scalars(select(ModelVersion).where(
+            ModelVersion.kind == kind, ModelVersion.kb == kb, ModelVersion.status == VersionStatus.retired.value,
+        ).order_by(ModelVersion.created_at.desc())))
+        good = [r for r in retired if Path(r.artefact).exists()]
+        target = next((r for r in good if r.id == current.parent), good[0] if good else None)
+        if target is None:
+            raise LookupError(f"kb {kb!r} has no earlier {kind} that can serve: nothing to roll back to")
+        _retire(session, kind, kb)
+        current.status, current.traffic_share = VersionStatus.rolled_back.value, 0.0
+        target.status, target.traffic_share = VersionStatus.active.value, 1.0
+        session.add(AuditEvent(actor=actor, action="model.rollback", target=current.id,
+                               details={"kind": kind, "kb": kb, "to": target.id, "reason": reason}))
+        return current.id, target.id
+
+
+def _servable(session: Any, version: str) -> ModelVersion:
+    row = session.get(ModelVersion, version)
+    if row is None:
+        raise LookupError(f"no model version {version!r}")
+    if row.kb is None:
+        raise ValueError(f"model version {version!r} names no kb, so it cannot serve one")
+    if not Path(row.artefact).exists():
+        raise ValueError(f"model version {version!r} cannot serve: its artefact {row.artefact} is gone")
+    return row  # type: ignore[no-any-return]
 
 
 def _retire(session: Any, kind: str, kb: str) -> list[str]:
