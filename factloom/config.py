@@ -96,6 +96,9 @@ class Settings(BaseSettings):
     sweep_every_s: float = 30.0
     # Celery worker processes (prefork children); each gets cores // this many torch threads
     worker_concurrency: int = 2
+    # a Celery worker's own /metrics on this port (every child's counts, through its multiprocess
+    # directory), for workers on machines of their own; 0: off (locally the API's /metrics has them)
+    worker_metrics_port: int = 0
 
     # continual learning (docs/learning.md): the beat looks every ``learn_period_s``; a kb's scorer
     # is updated once ``learn_min_facts`` facts were committed since its active scorer learned (its
