@@ -25,6 +25,7 @@ from factloom import __version__
 from factloom.config import Settings, get_settings
 from factloom.graph.errors import GraphUnavailable, InvalidGraphInput
 from factloom.platform.admin.routes import router as admin_router
+from factloom.platform.alerts.routes import router as alerts_router
 from factloom.platform.audit.routes import router as audit_router
 from factloom.platform.errors import RETRY_AFTER_S, PlatformError, Unauthorized
 from factloom.platform.feedback.routes import router as feedback_router
@@ -226,6 +227,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(feedback_router)
     app.include_router(models_router)
     app.include_router(audit_router)
+    app.include_router(alerts_router)
     app.include_router(admin_router)
     return app
 

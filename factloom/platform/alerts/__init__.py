@@ -1,0 +1,1 @@
+"""``/v1/alerts``: Alertmanager's webhook (``POST``, the ``alerts`` scope) and the alerts it posted (admins)."""
