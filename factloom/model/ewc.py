@@ -14,7 +14,7 @@ penalised on the rows its anchor has (the old ones) only, and new rows are free.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,8 @@ from torch import Tensor
 __all__ = ["ElasticWeights", "empirical_fisher", "grow_embedding"]
 
 
-def empirical_fisher(model: torch.nn.Module, batches: Iterable[Any],
-                     loss_fn: Callable[[Any], Tensor]) -> dict[str, Tensor]:
+def empirical_fisher(model: torch.nn.Module, batches: Iterable[Any], loss_fn: Callable[[Any], Tensor], *,
+                     reduce: Callable[[Sequence[Tensor]], None] | None = None) -> dict[str, Tensor]:
     r"""Diagonal empirical Fisher of ``loss_fn`` over ``batches``, per parameter name.
 
     .. math::
@@ -39,10 +39,18 @@ def empirical_fisher(model: torch.nn.Module, batches: Iterable[Any],
     largest entry 1 and the penalty strength :math:`\lambda` independent of the loss's scale and the
     batch size; all zeros stay zeros.
 
+    Data-parallel (:mod:`factloom.model.distributed`): each rank passes its share of the batches and
+    ``reduce`` sums the squared-gradient sums and the batch count over the ranks in place before the
+    normalisation, so every rank holds the same Fisher, the one a single process computes on all the
+    batches (summing is averaging here: the mean's :math:`1/|\mathcal{B}|` cancels). The ranks must
+    hold the same parameters (DDP replicas do).
+
     Args:
         model: its ``named_parameters()`` that require a gradient are measured; ``.grad`` is untouched.
-        batches: what ``loss_fn`` takes, one item per backward pass (at least one).
+        batches: what ``loss_fn`` takes, one item per backward pass (at least one over all ranks).
         loss_fn: the scalar loss of one batch under ``model``.
+        reduce: sums tensors over the ranks in place
+            (:func:`~factloom.model.distributed.all_reduce_sum_`); ``None`` for one process.
 
     Shapes:
         - **output:** one tensor per parameter name, each of that parameter's shape
@@ -56,6 +64,10 @@ def empirical_fisher(model: torch.nn.Module, batches: Iterable[Any],
             if grad is not None:
                 sums[name] += grad.detach() ** 2
         count += 1
+    if reduce is not None:
+        counted = next(iter(sums.values())).new_tensor([float(count)]) if sums else torch.tensor([float(count)])
+        reduce([*sums.values(), counted])
+        count = int(counted.item())
     if not count:
         raise ValueError("empirical_fisher needs at least one batch")
     top = max((float(s.max()) for s in sums.values() if s.numel()), default=0.0)
