@@ -129,7 +129,7 @@ def test_warm_up_loads_the_models_and_checks_their_precision(settings: Settings,
     resources = Resources.open(settings)  # a new process's resources: nothing loaded yet
     threshold = gc.get_threshold()
     try:
-        engine = get_engine(settings, resources.db, resources.embedder)
+        engine = get_engine(settings, resources.db, resources.embedder, resources.figures)
         assert not engine.encoder_policy.chosen
         took = warm_up(resources)
         assert {"", KB} <= set(took)

@@ -9,6 +9,7 @@ import redis
 
 from factloom.config import Settings
 from factloom.graph import Neo4jStore
+from factloom.learn.serving import Recorder
 from factloom.ledger import Database
 from factloom.model.embedder import Embedder
 from factloom.platform.auth.service import KeyCache
@@ -25,8 +26,13 @@ class Resources:
     # client per call opened a connection per call)
     redis: redis.Redis
     keys: KeyCache = field(default_factory=KeyCache, repr=False)  # the API keys verified lately
+    # what each model version answered, flushed to Redis every second (factloom.learn.serving)
+    figures: Recorder = field(init=False, repr=False)
     _embedder: Embedder | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        self.figures = Recorder(self.redis)
 
     @classmethod
     def open(cls, settings: Settings) -> Resources:
@@ -47,6 +53,7 @@ class Resources:
             return self._embedder
 
     def close(self) -> None:
+        self.figures.close()
         self.store.close()
         self.db.dispose()
         self.redis.close()

@@ -99,8 +99,8 @@ def ask(
     question = question.strip()[:1000]
     if question:
         settings = resources.settings
-        engine = get_engine(settings, resources.db, resources.embedder) if settings.query_reasoner != "baseline" \
-            else None
+        engine = None if settings.query_reasoner == "baseline" else \
+            get_engine(settings, resources.db, resources.embedder, resources.figures)
         try:
             result = query_service.answer(
                 store=resources.store, embedder=resources.embedder, kb=kb, question=question,

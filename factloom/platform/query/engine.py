@@ -11,6 +11,7 @@ selection."""
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Sequence
@@ -25,8 +26,9 @@ from factloom.graph import Neo4jStore
 from factloom.graph.retrieval import guided_subgraphs, k_hop_subgraph, kb_predicates
 from factloom.graph.store import check_kb
 from factloom.graph.types import Seed, Subgraph
-from factloom.ledger import Database, active_versions
-from factloom.model.batching import DynamicBatcher
+from factloom.learn.serving import Recorder
+from factloom.ledger import Database, Trial, active_versions, trial_versions
+from factloom.model.batching import DynamicBatcher, Overloaded
 from factloom.model.embedder import Embedder, resolve_device
 from factloom.model.features import RelationFeatures, make_sample, questions_inputs
 from factloom.model.pipeline import LearnedPipeline, Result, load_model
@@ -35,7 +37,7 @@ from factloom.model.reasoner import PathReasoner
 from factloom.model.router import RelationRouter
 from factloom.model.verbaliser import Verbaliser
 
-__all__ = ["QueryEngine", "get_engine", "get_verbaliser", "Loaded", "Answered"]
+__all__ = ["QueryEngine", "get_engine", "get_verbaliser", "Loaded", "Answered", "OnTrial"]
 
 log = logging.getLogger(__name__)
 # how long a registry lookup is trusted: a promoted version serves within this many seconds
@@ -50,12 +52,40 @@ class Loaded:
     reasoner_version: str
     pipeline: LearnedPipeline
 
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """The registry versions that answer with these models (the figures are kept per version)."""
+        return (self.reasoner_version,) if self.router_version is None else (self.router_version,
+                                                                             self.reasoner_version)
+
+
+@dataclass
+class OnTrial:
+    """A kb's version on trial and the models it answers with: the active ones, its kind swapped."""
+
+    trial: Trial
+    loaded: Loaded
+
 
 @dataclass
 class Answered:
     result: Result
     candidates: Subgraph  # what retrieval returned (router-guided, or k-hop)
     retrieve_ms: float  # the batch's retrieval time
+
+
+@dataclass
+class _Shadow:
+    on_trial: OnTrial
+    kb: str
+    question: str
+    seeds: list[Seed]
+    store: Neo4jStore
+    max_hops: int
+    max_edges: int
+    as_of: datetime | None
+    top_k: int
+    active_top: str | None  # the entity id the active version ranked first
 
 
 @dataclass
@@ -72,17 +102,23 @@ class _Job:
 
 
 class QueryEngine:
-    def __init__(self, settings: Settings, db: Database, embedder: Embedder) -> None:
+    def __init__(self, settings: Settings, db: Database, embedder: Embedder, figures: Recorder | None = None) -> None:
         self.settings = settings
         self.db = db
+        self.figures = figures  # per-version serving figures (None: not kept, as in offline benchmarks)
         self.device = resolve_device(settings.device)
         self.embedder = embedder
         self.features = RelationFeatures(embedder.encode)
         self._lock = threading.Lock()
-        self._looked_up: dict[str, tuple[float, Loaded | None]] = {}
+        self._looked_up: dict[str, tuple[float, Loaded | None, OnTrial | None]] = {}
         self._loaded: dict[tuple[str | None, str], Loaded] = {}
         self._failed: dict[tuple[str | None, str], str] = {}  # versions whose artefacts did not load
-        self._errors: dict[str, str | None] = {}  # kb → why its active versions are not loaded
+        # kb → why its active versions are not loaded, and which versions those are
+        self._errors: dict[str, tuple[str, tuple[str, ...]] | None] = {}
+        # shadow questions wait here for the shadow thread; a full line skips them (counted)
+        self._shadows: queue.Queue[_Shadow] = queue.Queue(maxsize=max(1, settings.shadow_max_waiting))
+        self.shadow_skipped = 0
+        self._shadow_thread: threading.Thread | None = None
         self._predicates: dict[tuple[int, str], tuple[float, list[str]]] = {}
         # the question encoder is the process's, shared by every kb: its precision is checked once
         self.encoder_policy = PrecisionPolicy(device=self.device, mode=settings.query_precision)
@@ -95,35 +131,67 @@ class QueryEngine:
     def learned(self, kb: str) -> Loaded | None:
         """The active learned models for ``kb``, or ``None`` when no reasoner was trained for it or its
         artefacts did not load (:meth:`load_error` says why)."""
+        return self._look_up(kb)[0]
+
+    def on_trial(self, kb: str) -> OnTrial | None:
+        """The version of ``kb`` on trial (shadow or A/B) with the models it answers with, or ``None``
+        when none is, no active models serve the kb, or the trial's artefact did not load."""
+        return self._look_up(kb)[1]
+
+    def _look_up(self, kb: str) -> tuple[Loaded | None, OnTrial | None]:
         now = time.monotonic()
         with self._lock:
             hit = self._looked_up.get(kb)
             if hit and now - hit[0] < _REGISTRY_TTL_S:
-                return hit[1]
-            versions = self._active(kb)
-            loaded, self._errors[kb] = None, None
-            if versions["reasoner"] is not None:
-                key = (versions["router"][0] if versions["router"] else None, versions["reasoner"][0])
-                loaded = self._loaded.get(key)
-                if loaded is None and key not in self._failed:
-                    try:
-                        loaded = self._loaded[key] = self._load(versions)
-                    except Exception as exc:  # a missing or corrupt artefact: the kb falls back, once logged
-                        log.exception("the active models of kb %s (reasoner %s, router %s) did not load",
-                                      kb, key[1], key[0])
-                        self._failed[key] = f"reasoner {key[1]}, router {key[0]}: {exc}"
-                self._errors[kb] = self._failed.get(key) if loaded is None else None
-            self._looked_up[kb] = (now, loaded)
-            return loaded
+                return hit[1], hit[2]
+            kinds = ("router", "reasoner")
+            active = active_versions(self.db, kinds)
+            versions = {kind: active.get((kind, kb)) for kind in kinds}
+            loaded, self._errors[kb] = self._get(versions), None
+            if versions["reasoner"] is not None and loaded is None:
+                key = self._key(versions)
+                self._errors[kb] = (self._failed[key], tuple(v for v in key if v is not None))
+            on_trial = None
+            trials = trial_versions(self.db, kinds)
+            for kind in kinds:
+                trial = trials.get((kind, kb))
+                if loaded is not None and trial is not None:
+                    swapped = self._get({**versions, kind: (trial.version, trial.artefact)})
+                    on_trial = OnTrial(trial, swapped) if swapped is not None else None
+                    break
+            self._looked_up[kb] = (now, loaded, on_trial)
+            return loaded, on_trial
+
+    @staticmethod
+    def _key(versions: dict[str, tuple[str, str] | None]) -> tuple[str | None, str]:
+        reasoner = versions["reasoner"]
+        assert reasoner is not None
+        return (versions["router"][0] if versions["router"] else None, reasoner[0])
+
+    def _get(self, versions: dict[str, tuple[str, str] | None]) -> Loaded | None:
+        """The models of ``versions``, loaded once; ``None`` without a reasoner or when they did not load."""
+        if versions["reasoner"] is None:
+            return None
+        key = self._key(versions)
+        loaded = self._loaded.get(key)
+        if loaded is None and key not in self._failed:
+            try:
+                loaded = self._loaded[key] = self._load(versions)
+            except Exception as exc:  # a missing or corrupt artefact: the kb falls back, once logged
+                log.exception("the models reasoner %s, router %s did not load", key[1], key[0])
+                self._failed[key] = f"reasoner {key[1]}, router {key[0]}: {exc}"
+        return loaded
 
     def load_error(self, kb: str) -> str | None:
         """Why the kb's active learned models are not loaded, when they failed to (as of the last
         :meth:`learned`); ``None`` when they loaded or none are registered."""
-        return self._errors.get(kb)
+        error = self._errors.get(kb)
+        return error[0] if error else None
 
-    def _active(self, kb: str) -> dict[str, tuple[str, str] | None]:
-        active = active_versions(self.db, ("router", "reasoner"))
-        return {kind: active.get((kind, kb)) for kind in ("router", "reasoner")}
+    def failed_versions(self, kb: str) -> tuple[str, ...]:
+        """The active versions of ``kb`` that did not load (as of the last :meth:`learned`)."""
+        error = self._errors.get(kb)
+        return error[1] if error else ()
 
     def _load(self, versions: dict[str, tuple[str, str] | None]) -> Loaded:
         from pathlib import Path
@@ -146,6 +214,43 @@ class QueryEngine:
         """Retrieve and answer one question from its linked ``seeds`` (on the batcher's thread)."""
         check_kb(kb)  # a bad kb must fail this caller, not the batch it would join
         return self.batcher.submit(_Job(loaded, question, list(seeds), store, kb, max_hops, max_edges, as_of, top_k))
+
+    def shadow(self, on_trial: OnTrial, question: str, seeds: Sequence[Seed], *, store: Neo4jStore, kb: str,
+               max_hops: int, max_edges: int, as_of: datetime | None, top_k: int, active_top: str | None) -> None:
+        """Answer the question again with the shadow version, later, on the shadow thread: its
+        latency and whether its top answer is the active one's are recorded, its answer dropped."""
+        try:
+            self._shadows.put_nowait(_Shadow(on_trial, kb, question, list(seeds), store, max_hops, max_edges, as_of,
+                                             top_k, active_top))
+        except queue.Full:
+            self.shadow_skipped += 1
+            return
+        with self._lock:
+            if self._shadow_thread is None:
+                self._shadow_thread = threading.Thread(target=self._shadow_loop, name="query-shadow", daemon=True)
+                self._shadow_thread.start()
+
+    def _shadow_loop(self) -> None:
+        while True:
+            job = self._shadows.get()
+            version = job.on_trial.trial.version
+            t0 = time.perf_counter()
+            try:
+                answered = self.run(job.on_trial.loaded, job.question, job.seeds, store=job.store, kb=job.kb,
+                                    max_hops=job.max_hops, max_edges=job.max_edges, as_of=job.as_of, top_k=job.top_k)
+            except Overloaded:
+                self.shadow_skipped += 1  # the active questions come first
+                continue
+            except Exception:
+                log.warning("shadow version %s failed on a question of kb %s", version, job.kb, exc_info=True)
+                if self.figures is not None:
+                    self.figures.answered(job.kb, version, "shadow", (time.perf_counter() - t0) * 1000, ok=False)
+                continue
+            if self.figures is not None:
+                answers = answered.result.answers
+                self.figures.answered(job.kb, version, "shadow", (time.perf_counter() - t0) * 1000)
+                self.figures.compared(job.kb, version,
+                                      agreed=(answers[0].entity_id if answers else None) == job.active_top)
 
     def predicates(self, store: Neo4jStore, kb: str) -> list[str]:
         key, now = (id(store), kb), time.monotonic()
@@ -221,13 +326,14 @@ _engines: dict[int, QueryEngine] = {}
 _engines_lock = threading.Lock()
 
 
-def get_engine(settings: Settings, db: Database, embedder: Embedder) -> QueryEngine:
-    """One engine per process and ledger (tests open several platforms in one process)."""
+def get_engine(settings: Settings, db: Database, embedder: Embedder, figures: Recorder | None = None) -> QueryEngine:
+    """One engine per process and ledger (tests open several platforms in one process); ``figures``
+    keeps the per-version serving figures of the first caller's engine."""
     key = id(db)
     with _engines_lock:
         engine = _engines.get(key)
         if engine is None:
-            engine = _engines[key] = QueryEngine(settings, db, embedder)
+            engine = _engines[key] = QueryEngine(settings, db, embedder, figures)
         return engine
 
 

@@ -21,13 +21,13 @@ def post_query(body: QueryIn, principal: QueryKey, resources: ResourcesDep) -> R
     settings = resources.settings
     engine = None
     if (body.reasoner or settings.query_reasoner) != "baseline":
-        engine = get_engine(settings, resources.db, resources.embedder)
+        engine = get_engine(settings, resources.db, resources.embedder, resources.figures)
     out = service.answer(
         store=resources.store, embedder=resources.embedder, kb=body.kb, question=body.question,
         top_k=body.top_k, max_hops=body.max_hops, as_of=body.as_of,
         hops_limit=settings.query_max_hops, max_edges=settings.query_max_edges,
         engine=engine, reasoner=body.reasoner, default_reasoner=settings.query_reasoner,
-        include_subgraph=body.include_subgraph, verbaliser=get_verbaliser(settings),
+        include_subgraph=body.include_subgraph, verbaliser=get_verbaliser(settings), client_id=principal.key_id,
     )
     # serialised here, on the request's thread: a returned model would be validated a second time
     # and dumped on one more thread-pool hop (FastAPI does both for a plain ``def`` route)

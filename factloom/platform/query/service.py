@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from factloom.graph import InvalidGraphInput, Neo4jStore
 from factloom.graph.errors import GraphUnavailable
 from factloom.graph.linking import bracketed_mentions, link_entities
 from factloom.graph.retrieval import k_hop_subgraph
+from factloom.learn.serving import Recorder, in_ab
 from factloom.ledger import active_versions
 from factloom.model.batching import Overloaded
 from factloom.model.embedder import Embedder
@@ -48,7 +49,7 @@ def answer(
     *, store: Neo4jStore, embedder: Embedder, kb: str, question: str, top_k: int,
     max_hops: int | None, as_of: datetime | None, hops_limit: int, max_edges: int,
     engine: QueryEngine | None = None, reasoner: str | None = None, default_reasoner: str = "auto",
-    include_subgraph: bool = False, verbaliser: Verbaliser | None = None,
+    include_subgraph: bool = False, verbaliser: Verbaliser | None = None, client_id: str | None = None,
 ) -> QueryOut:
     """Answer ``question`` over ``kb``; no linked entity is a normal, empty answer with a note, unless
     ``kb`` holds no entity at all (:class:`NotFound`: most likely a misspelt name).
@@ -56,11 +57,24 @@ def answer(
     ``max_hops`` is the asker's bound, capped by the server's ``hops_limit``. ``reasoner``
     (``learned`` | ``baseline`` | ``None``: ``default_reasoner``, where ``auto`` means learned when
     the registry holds a reasoner for ``kb``) picks the model.
+
+    A version of the kb on trial answers instead of the active one for the asker ``client_id`` (an
+    API key's id) when it is in the trial's A/B share, or answers beside it, unseen, as a shadow.
+    Each learned answer is counted against the versions that gave it (:mod:`factloom.learn.serving`).
     """
     hops = min(max_hops or hops_limit, hops_limit)
     choice = reasoner or default_reasoner
     loaded = engine.learned(kb) if engine is not None and choice in ("learned", "auto") else None
     failed = engine.load_error(kb) if engine is not None and loaded is None and choice != "baseline" else None
+    on_trial = engine.on_trial(kb) if engine is not None and loaded is not None else None
+    role = "active"
+    if on_trial is not None and on_trial.trial.mode == "ab" and client_id is not None \
+            and in_ab(client_id, on_trial.trial.version, on_trial.trial.share):
+        loaded, role = on_trial.loaded, "ab"
+    figures = engine.figures if engine is not None else None
+    if failed and figures is not None and engine is not None:
+        for version in engine.failed_versions(kb):  # the broken active versions fail every question they get
+            figures.answered(kb, version, "active", 0.0, ok=False)
     if choice == "learned" and loaded is None:
         if failed:
             raise Unavailable(f"the active learned models of kb {kb!r} did not load ({failed}); activate "
@@ -94,11 +108,14 @@ def answer(
         )
     answers: list[Answer]
     if loaded is not None and engine is not None:
-        with _as_problems():
+        with _as_problems(), _counted(figures, kb, loaded.versions, role):
             # retrieval runs in the engine's batch, guided by the router (see engine.QueryEngine)
             answered = engine.run(loaded, question, seeds, store=store, kb=kb, max_hops=hops, max_edges=max_edges,
                                   as_of=as_of, top_k=top_k)
         graph, answers, routed = answered.candidates, answered.result.answers, answered.result.routed
+        if on_trial is not None and on_trial.trial.mode == "shadow":
+            engine.shadow(on_trial, question, seeds, store=store, kb=kb, max_hops=hops, max_edges=max_edges,
+                          as_of=as_of, top_k=top_k, active_top=answers[0].entity_id if answers else None)
         t2 = t1 + answered.retrieve_ms / 1000.0
         versions.precision = {**engine.encoder_policy.chosen, **loaded.pipeline.policy.chosen}
     else:
@@ -146,7 +163,7 @@ def warm_up(resources: Resources) -> dict[str, float]:
     try:
         t0 = time.perf_counter()
         settings, embedder = resources.settings, resources.embedder
-        engine = get_engine(settings, resources.db, embedder)
+        engine = get_engine(settings, resources.db, embedder, resources.figures)
         took[""] = time.perf_counter() - t0
         kbs = sorted(kb for _, kb in active_versions(resources.db, ("reasoner",)))
     except Exception:
@@ -170,6 +187,25 @@ def warm_up(resources: Resources) -> dict[str, float]:
     log.info("query models warm: %s; %d objects frozen out of garbage collection",
              ", ".join(f"{kb or 'sentence model'} {s:.1f} s" for kb, s in took.items()), frozen)
     return took
+
+
+@contextlib.contextmanager
+def _counted(figures: Recorder | None, kb: str, versions: Sequence[str], role: str) -> Iterator[None]:
+    """Count the answer against ``versions`` in ``role``: its latency, and whether it failed (a
+    question turned away because too many wait is no answer, and not counted)."""
+    t0 = time.perf_counter()
+    ok = False
+    try:
+        yield
+        ok = True
+    except Overloaded:
+        figures = None
+        raise
+    finally:
+        if figures is not None:
+            ms = (time.perf_counter() - t0) * 1000
+            for version in versions:
+                figures.answered(kb, version, role, ms, ok=ok)
 
 
 @contextlib.contextmanager
