@@ -18,6 +18,7 @@ import redis
 
 from factloom.learn import UPDATES
 from factloom.learn.continual import LearnConfig, Outcome, scorer_due, update_scorer
+from factloom.learn.monitor import record_learn_failure
 from factloom.workers.context import WorkerContext
 
 __all__ = ["due", "update", "held", "lock_name"]
@@ -88,6 +89,9 @@ def update(ctx: WorkerContext, kb: str, kind: str, *, force: bool = False) -> di
                                           models_dir=ctx.settings.models_dir, config=config, force=force)
         except (Exception, SystemExit) as exc:  # the jobs exit with a message where a CLI user erred
             log.exception("learn %s %s failed; the active version keeps serving", kind, kb)
-            return Outcome(kb, kind, "error", gates={"error": str(exc)}).as_dict()
+            outcome = Outcome(kb, kind, "error", gates={"error": str(exc)})
+    if outcome.result in ("failed", "error"):  # the monitor counts them against the active version
+        with contextlib.suppress(redis.RedisError):
+            record_learn_failure(ctx.redis, kb, kind, outcome.version, outcome.result)
     log.info("learn %s %s: %s", kind, kb, outcome.as_dict())
     return outcome.as_dict()

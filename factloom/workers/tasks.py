@@ -13,6 +13,7 @@ from factloom.workers import pipeline
 from factloom.workers.context import context
 
 __all__ = ["check_submissions", "commit_submissions", "embed_entities", "sweep", "plan_learning", "learn_update",
+           "monitor_models",
            "enqueue_check", "enqueue_commit", "enqueue_learn"]
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,22 @@ def learn_update(kb: str, kind: str, force: bool = False) -> dict[str, object]:
     from factloom.workers import learning
 
     return learning.update(context(), kb, kind, force=force)
+
+
+@shared_task(name="factloom.learn.monitor")
+def monitor_models() -> list[dict[str, object]]:
+    """Judge the kbs' active versions for this period, roll back the failing, decide A/B trials
+    (:mod:`factloom.learn.monitor`; the beat's job, one look at a time)."""
+    from factloom.learn.monitor import MonitorConfig, look
+
+    ctx = context()
+    lock = ctx.redis.lock("factloom:monitor", timeout=max(60.0, ctx.settings.monitor_period_s))
+    if not lock.acquire(blocking=False):
+        return []  # a look is running: two would count one period twice
+    try:
+        return look(ctx.db, ctx.redis, MonitorConfig.of(ctx.settings))
+    finally:
+        lock.release()
 
 
 def enqueue_learn(kb: str, kind: str, *, force: bool = False) -> None:
