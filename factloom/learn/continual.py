@@ -73,19 +73,23 @@ class LearnConfig:
     probe: int = 1000  # old facts (questions) in the retention probe
     held_out: float = 0.1  # share of the new facts (questions) held out for the new-knowledge gate
     seed: int = 0
+    # a candidate that passed its gates goes on an A/B trial with this share (0: it serves at once)
+    ab_share: float = 0.0
 
     @classmethod
     def of(cls, settings: Any) -> LearnConfig:
         return cls(min_facts=settings.learn_min_facts, min_feedback=settings.learn_min_feedback,
                    replay=settings.learn_replay, epochs=settings.learn_epochs,
                    ewc_lambda=settings.learn_ewc_lambda, ewc_gamma=settings.learn_ewc_gamma,
-                   retention=settings.learn_retention)
+                   retention=settings.learn_retention,
+                   ab_share=settings.ab_share if settings.learn_rollout == "ab" else 0.0)
 
 
 @dataclass
 class Outcome:
     """What one update did: ``skipped`` (too little new), ``done`` (already learned), ``first``,
-    ``promoted`` or ``failed`` (gates not passed; the candidate stays a candidate)."""
+    ``promoted``, ``on_trial`` (passed, on an A/B trial) or ``failed`` (gates not passed; the candidate
+    stays a candidate)."""
 
     kb: str
     kind: str
@@ -265,8 +269,8 @@ def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config
                "new_entities": added[0], "new_relations": added[1], "epochs": config.epochs,
                "ewc_lambda": config.ewc_lambda, "ewc_gamma": config.ewc_gamma, "probe_facts": len(probe),
                "train_seconds": round(time.perf_counter() - t0, 1)}
-    finish_update(db, version, metrics=metrics, gates=gates)
-    outcome.result = "promoted" if gates["passed"] else "failed"
+    finish_update(db, version, metrics=metrics, gates=gates, ab_share=config.ab_share)
+    outcome.result = ("on_trial" if config.ab_share else "promoted") if gates["passed"] else "failed"
     outcome.version, outcome.gates, outcome.seconds = version, gates, time.perf_counter() - t0
     return outcome
 

@@ -181,8 +181,8 @@ def update_reasoner(store: Any, embedder: Any, db: Database, *, kb: str, models_
     save_model(reasoner, artefact, kb=kb, metrics=metrics)
     ewc.consolidate(reasoner, _fisher(reasoner, learn + replay, features),
                     gamma=config.ewc_gamma).save(ewc_path(artefact))
-    finish_update(db, version, metrics=metrics, gates=gates)
-    outcome.result = "promoted" if gates["passed"] else "failed"
+    finish_update(db, version, metrics=metrics, gates=gates, ab_share=config.ab_share)
+    outcome.result = ("on_trial" if config.ab_share else "promoted") if gates["passed"] else "failed"
     outcome.version, outcome.gates, outcome.seconds = version, gates, time.perf_counter() - t0
     return outcome
 

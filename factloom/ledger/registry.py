@@ -126,15 +126,25 @@ def note_progress(db: Database, version: str, progress: str) -> None:
             row.metrics = {**(row.metrics or {}), "progress": progress}
 
 
-def finish_update(db: Database, version: str, *, metrics: dict[str, Any], gates: dict[str, Any]) -> None:
+def finish_update(db: Database, version: str, *, metrics: dict[str, Any], gates: dict[str, Any],
+                  ab_share: float = 0.0) -> None:
     """Record the update's figures and gates; a candidate that passed becomes the active version
-    (the previous active one retires), one that failed stays a ``candidate``."""
+    (the previous active one retires) or, with ``ab_share``, goes on an A/B trial with that share;
+    one that failed stays a ``candidate``."""
     with db.session() as session:
         row = session.get(ModelVersion, version)
         if row is None:
             raise LookupError(f"no model version {version!r}")
         row.metrics, row.gates = metrics, gates
-        if gates.get("passed"):
+        if gates.get("passed") and ab_share:
+            assert row.kb is not None
+            for other in session.scalars(select(ModelVersion).where(
+                    ModelVersion.kind == row.kind, ModelVersion.kb == row.kb, ModelVersion.status.in_(TRIAL_MODES))):
+                other.status, other.traffic_share = VersionStatus.candidate.value, 0.0
+            row.status, row.traffic_share = VersionStatus.ab.value, ab_share
+            session.add(AuditEvent(actor="learner", action="model.ab", target=version,
+                                   details={"kind": row.kind, "kb": row.kb, "share": ab_share, "gates": gates}))
+        elif gates.get("passed"):
             assert row.kb is not None
             retired = _retire(session, row.kind, row.kb)
             row.status, row.traffic_share = VersionStatus.active.value, 1.0
