@@ -19,6 +19,7 @@ import redis
 from factloom.learn import UPDATES
 from factloom.learn.continual import LearnConfig, Outcome, scorer_due, update_scorer
 from factloom.learn.monitor import record_learn_failure
+from factloom.metrics import LEARN_UPDATES
 from factloom.workers.context import WorkerContext
 
 __all__ = ["due", "update", "held", "lock_name"]
@@ -77,6 +78,7 @@ def update(ctx: WorkerContext, kb: str, kind: str, *, force: bool = False) -> di
     config = LearnConfig.of(ctx.settings)
     with held(ctx.redis, lock_name(kb, kind), ctx.settings.learn_lock_ttl_s) as mine:
         if not mine:
+            LEARN_UPDATES.labels(kb, kind, "busy").inc()
             return Outcome(kb, kind, "busy").as_dict()
         try:
             if kind == "scorer":
@@ -93,5 +95,6 @@ def update(ctx: WorkerContext, kb: str, kind: str, *, force: bool = False) -> di
     if outcome.result in ("failed", "error"):  # the monitor counts them against the active version
         with contextlib.suppress(redis.RedisError):
             record_learn_failure(ctx.redis, kb, kind, outcome.version, outcome.result)
+    LEARN_UPDATES.labels(kb, kind, outcome.result).inc()
     log.info("learn %s %s: %s", kind, kb, outcome.as_dict())
     return outcome.as_dict()
