@@ -1,56 +1,50 @@
-"""Prometheus metrics: request latency, ingest and verdict counts, queue depth.
+"""The API's side of the metrics: what ``/metrics`` exposes, and the gauges read at scrape time.
 
-The API may run as several processes (``factloom api`` with ``FACTLOOM_API_WORKERS``); then each
-process writes its counts under ``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client's multiprocess
-mode, chosen when the variable is set before this module is imported) and a scrape, whichever
-process answers it, sums them all.
+Every metric is defined once, in :mod:`factloom.metrics` (re-exported here for the API's modules).
+The API may run as several processes (``factloom api`` with ``FACTLOOM_API_WORKERS``), and beside
+them the Celery workers; when they share a ``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client's
+multiprocess mode, chosen when the variable is set before ``prometheus_client`` is imported; the
+local platform gives every process one, :func:`factloom.platform.services.metrics_dir`) a scrape,
+whichever process answers it, sums them all.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from factloom.ledger import Database, FactSubmission
+from factloom.metrics import (
+    ALERTS_RECEIVED,
+    FEEDBACK,
+    INGESTED,
+    MULTIPROC_ENV,
+    REGISTRY,
+    REQUEST_SECONDS,
+    multiprocess_dir,
+    multiprocess_registry,
+    reset_multiprocess_dir,
+)
 
-__all__ = ["REGISTRY", "REQUEST_SECONDS", "INGESTED", "FEEDBACK", "LedgerCollector", "MULTIPROC_ENV",
-           "reset_multiprocess_dir", "scrape_registry"]
+__all__ = ["REGISTRY", "REQUEST_SECONDS", "INGESTED", "FEEDBACK", "ALERTS_RECEIVED", "LedgerCollector",
+           "MULTIPROC_ENV", "reset_multiprocess_dir", "scrape_registry"]
 
 log = logging.getLogger(__name__)
 
-REGISTRY = CollectorRegistry()
-REQUEST_SECONDS = Histogram(
-    "factloom_http_request_seconds", "HTTP request latency", ["method", "route", "status"],
-    registry=REGISTRY, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-)
-INGESTED = Counter("factloom_ingested_facts", "Fact submissions accepted into the ledger", registry=REGISTRY)
-FEEDBACK = Counter("factloom_answer_feedback", "Answer feedback items recorded, by kb and whether the answer was right",
-                   ["kb", "correct"], registry=REGISTRY)
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-
-
-def reset_multiprocess_dir(path: Path) -> None:
-    """Make ``path`` an empty directory for a new set of API processes (prometheus_client requires
-    it: an earlier run's files would be summed in); only its ``*.db`` files are removed."""
-    path.mkdir(parents=True, exist_ok=True)
-    for stale in path.glob("*.db"):
-        stale.unlink(missing_ok=True)
-
 
 def scrape_registry(ledger: Collector) -> CollectorRegistry:
-    """What ``/metrics`` exposes: every API process's counts when they share a multiprocess directory,
-    else this process's ``REGISTRY``; the ledger's gauges either way (read at scrape time)."""
-    if not os.environ.get(MULTIPROC_ENV):
+    """What ``/metrics`` exposes: the counts of every process sharing the multiprocess directory (the
+    API's, the workers'), else this process's ``REGISTRY``; the ledger's gauges either way (read at
+    scrape time)."""
+    shared = multiprocess_dir()
+    if shared is None:
         return REGISTRY  # the ledger collector is registered there for the app's lifetime
-    registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)
+    registry = multiprocess_registry(shared)
     registry.register(ledger)
     return registry
 

@@ -1,4 +1,8 @@
-"""The Celery app. ``celery -A factloom.workers.app worker -Q ingest,check,learn``."""
+"""The Celery app. ``celery -A factloom.workers.app worker -Q ingest,check,learn``.
+
+Its processes record metrics (:mod:`factloom.workers.telemetry`) into ``PROMETHEUS_MULTIPROC_DIR``
+when it is set, as it must be before this module is imported.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from celery import Celery
 from celery.signals import worker_process_init
 
 from factloom.config import get_settings
+from factloom.workers import telemetry  # noqa: F401 - connects the metrics' task and worker signals
 
 __all__ = ["app", "make_app", "QUEUES", "torch_threads"]
 

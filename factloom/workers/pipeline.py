@@ -17,6 +17,7 @@ from sqlalchemy import delete, select, update
 from factloom.graph import FactWrite
 from factloom.ledger import CheckResult, FactSubmission, ReviewDecision, Status
 from factloom.ledger.evidence import image_path
+from factloom.metrics import CHECK_VERDICTS, VERIFIER_ABSTENTIONS, VERIFIER_CHECKS
 from factloom.verify import Claim, Verdict, Verifier, VerifierResult
 from factloom.verify.base import GraphView
 from factloom.workers.context import WorkerContext
@@ -99,9 +100,31 @@ def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
                 update(FactSubmission).where(FactSubmission.status == Status.checking), verdicts,
                 execution_options={"synchronize_session": None},
             )
+        # counted once the kb's verdicts are committed: a chunk retried after a failed write counts once
+        _count(kb, [_VERDICT_STATUS[f.verdict] for f in all_fused], grid)
     if accepted:
         commit_submissions(ctx, accepted)
     return counts
+
+
+def _count(kb: str, statuses: Sequence[Status], grid: Sequence[Sequence[VerifierResult]]) -> None:
+    """The chunk's verdicts per kb, and per verifier the facts judged and those it abstained on
+    (no probability: nothing to judge with, or it failed, :func:`_run`)."""
+    by_verdict: dict[str, int] = {}
+    for status in statuses:
+        by_verdict[status.value] = by_verdict.get(status.value, 0) + 1
+    for verdict, n in by_verdict.items():
+        CHECK_VERDICTS.labels(kb, verdict).inc(n)
+    judged: dict[str, int] = {}
+    abstained: dict[str, int] = {}
+    for results in grid:
+        for r in results:
+            judged[r.verifier] = judged.get(r.verifier, 0) + 1
+            if r.probability is None:
+                abstained[r.verifier] = abstained.get(r.verifier, 0) + 1
+    for verifier, n in judged.items():
+        VERIFIER_CHECKS.labels(verifier).inc(n)
+        VERIFIER_ABSTENTIONS.labels(verifier).inc(abstained.get(verifier, 0))
 
 
 def _run(verifier: Verifier, claims: Sequence[Claim], graph: GraphView, now: datetime) -> list[VerifierResult]:
