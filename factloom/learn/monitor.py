@@ -51,6 +51,7 @@ from factloom.ledger import (
     end_trial,
     rollback,
 )
+from factloom.metrics import MODEL_FAILING_PERIODS, MODEL_ROLLBACKS
 
 __all__ = ["MonitorConfig", "Judgement", "look", "record_learn_failure", "hoeffding_interval", "KINDS"]
 
@@ -278,20 +279,11 @@ def _decide_ab(db: Database, client: redis.Redis, config: MonitorConfig, row: Mo
 
 
 def _set_failing_gauge(judgement: Judgement) -> None:
-    try:
-        from factloom.metrics import MODEL_FAILING_PERIODS
-    except ImportError:
-        return
     MODEL_FAILING_PERIODS.labels(kb=judgement.kb, kind=judgement.kind).set(judgement.failing)
 
 
 def _count_rollback(judgement: Judgement) -> None:
-    try:
-        from factloom.metrics import MODEL_ROLLBACKS
-    except ImportError:
-        return
     MODEL_ROLLBACKS.labels(kb=judgement.kb, kind=judgement.kind).inc()
-
 
 
 def _aware(instant: datetime) -> datetime:

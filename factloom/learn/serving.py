@@ -17,12 +17,14 @@ import hashlib
 import logging
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import redis
 
-__all__ = ["ROLES", "LATENCY_EDGES_MS", "Figures", "Recorder", "read", "in_ab", "serving_key"]
+from factloom.metrics import SERVED_QUESTIONS, SERVED_SECONDS, SHADOW_AGREEMENT
+
+__all__ = ["ROLES", "LATENCY_EDGES_MS", "Figures", "Recorder", "read", "in_ab", "serving_key", "merged"]
 
 log = logging.getLogger(__name__)
 
@@ -126,12 +128,17 @@ class Recorder:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def answered(self, kb: str, version: str, role: str, ms: float, *, ok: bool = True) -> None:
-        self._add(kb, version, {f"{role}:q": 1, f"{role}:err": 0 if ok else 1, f"{role}:b{_bucket(ms)}": 1})
+    def answered(self, kb: str, versions: Sequence[str], role: str, ms: float, *, ok: bool = True) -> None:
+        """One question answered in ``ms`` by the models of ``versions`` (a router and a reasoner)."""
+        for version in versions:
+            self._add(kb, version, {f"{role}:q": 1, f"{role}:err": 0 if ok else 1, f"{role}:b{_bucket(ms)}": 1})
+            SERVED_QUESTIONS.labels(kb=kb, version=version, role=role).inc()
+        SERVED_SECONDS.labels(kb=kb, role=role).observe(ms / 1000)
 
     def compared(self, kb: str, version: str, *, agreed: bool) -> None:
         """A shadow answer of ``version`` was compared with the active version's top answer."""
         self._add(kb, version, {"shadow:cmp": 1, "shadow:agree": 1 if agreed else 0})
+        SHADOW_AGREEMENT.labels(kb=kb, version=version, agree=str(agreed).lower()).inc()
 
     def _add(self, kb: str, version: str, counts: dict[str, int]) -> None:
         with self._lock:

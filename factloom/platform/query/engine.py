@@ -244,11 +244,11 @@ class QueryEngine:
             except Exception:
                 log.warning("shadow version %s failed on a question of kb %s", version, job.kb, exc_info=True)
                 if self.figures is not None:
-                    self.figures.answered(job.kb, version, "shadow", (time.perf_counter() - t0) * 1000, ok=False)
+                    self.figures.answered(job.kb, [version], "shadow", (time.perf_counter() - t0) * 1000, ok=False)
                 continue
             if self.figures is not None:
                 answers = answered.result.answers
-                self.figures.answered(job.kb, version, "shadow", (time.perf_counter() - t0) * 1000)
+                self.figures.answered(job.kb, [version], "shadow", (time.perf_counter() - t0) * 1000)
                 self.figures.compared(job.kb, version,
                                       agreed=(answers[0].entity_id if answers else None) == job.active_top)
 

@@ -73,8 +73,8 @@ def answer(
         loaded, role = on_trial.loaded, "ab"
     figures = engine.figures if engine is not None else None
     if failed and figures is not None and engine is not None:
-        for version in engine.failed_versions(kb):  # the broken active versions fail every question they get
-            figures.answered(kb, version, "active", 0.0, ok=False)
+        # the broken active versions fail every question they get
+        figures.answered(kb, engine.failed_versions(kb), "active", 0.0, ok=False)
     if choice == "learned" and loaded is None:
         if failed:
             raise Unavailable(f"the active learned models of kb {kb!r} did not load ({failed}); activate "
@@ -203,9 +203,7 @@ def _counted(figures: Recorder | None, kb: str, versions: Sequence[str], role: s
         raise
     finally:
         if figures is not None:
-            ms = (time.perf_counter() - t0) * 1000
-            for version in versions:
-                figures.answered(kb, version, role, ms, ok=ok)
+            figures.answered(kb, versions, role, (time.perf_counter() - t0) * 1000, ok=ok)
 
 
 @contextlib.contextmanager
