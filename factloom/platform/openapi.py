@@ -78,7 +78,12 @@ EXTRA: dict[tuple[str, str], frozenset[int]] = {
     ("post", "/v1/query"): frozenset({400, 404, 409}),  # bad graph input; kb unknown; no learned reasoner
     ("post", "/v1/feedback"): frozenset({400, 404}),  # bad graph input; kb unknown
     ("post", "/v1/review/{submission_id}"): frozenset({409}),  # not waiting for review
-    ("post", "/v1/models/{version}/activate"): frozenset({409}),
+    ("post", "/v1/models/{version}/activate"): frozenset({409}),  # cannot serve (no kb, artefact gone)
+    ("post", "/v1/models/{version}/promote"): frozenset({409}),
+    ("post", "/v1/models/{version}/shadow"): frozenset({409}),  # active already, or cannot serve
+    ("post", "/v1/models/{version}/ab"): frozenset({409}),
+    ("post", "/v1/models/{version}/stop"): frozenset({409}),  # not on trial
+    ("post", "/v1/models/rollback"): frozenset({409}),  # nothing active, or nothing good to go back to
     ("post", "/v1/models/learn"): frozenset({409}),  # nothing new to learn
     ("post", "/v1/keys/{key_id}/rotate"): frozenset({409}),  # revoked or expired
 }

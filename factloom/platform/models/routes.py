@@ -6,10 +6,20 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from factloom.platform.deps import AdminKey, DbDep
+from factloom.platform.deps import AdminKey, DbDep, ResourcesDep
 from factloom.platform.ingest.schemas import KbName
 from factloom.platform.models import service
-from factloom.platform.models.schemas import LearnQueued, LearnRequest, ModelPage, ModelVersionOut
+from factloom.platform.models.schemas import (
+    AbRequest,
+    FiguresOut,
+    LearnQueued,
+    LearnRequest,
+    ModelPage,
+    ModelVersionOut,
+    RollbackRequest,
+    RolledBack,
+    VersionFigures,
+)
 
 __all__ = ["router"]
 
@@ -31,6 +41,57 @@ def activate(version: str, principal: AdminKey, db: DbDep) -> ModelVersionOut:
     """Serve ``version`` for its kind and kb; the one active before retires (a swap or a rollback)."""
     principal.require_kb(service.kb_of(db=db, version=version))
     return ModelVersionOut.of(service.activate(db=db, version=version, actor=principal.actor))
+
+
+@router.post("/models/{version}/promote", response_model=ModelVersionOut)
+def promote(version: str, principal: AdminKey, db: DbDep) -> ModelVersionOut:
+    """End ``version``'s trial by serving it for all of the kb's questions (the same as ``activate``)."""
+    principal.require_kb(service.kb_of(db=db, version=version))
+    return ModelVersionOut.of(service.activate(db=db, version=version, actor=principal.actor))
+
+
+@router.post("/models/{version}/shadow", response_model=ModelVersionOut)
+def shadow(version: str, principal: AdminKey, db: DbDep) -> ModelVersionOut:
+    """Let ``version`` answer every question of its kb beside the active version, unseen: its latency
+    and its agreement with the active version are recorded (``GET /v1/models/{version}/figures``)."""
+    principal.require_kb(service.kb_of(db=db, version=version))
+    return ModelVersionOut.of(service.try_version(db=db, version=version, mode="shadow", actor=principal.actor))
+
+
+@router.post("/models/{version}/ab", response_model=ModelVersionOut)
+def ab(version: str, body: AbRequest, principal: AdminKey, db: DbDep) -> ModelVersionOut:
+    """Send ``share`` of the kb's questions to ``version`` instead of the active one, sticky per API
+    key. The monitor promotes or stops it when its sequential test decides (``ab_auto``)."""
+    principal.require_kb(service.kb_of(db=db, version=version))
+    return ModelVersionOut.of(service.try_version(db=db, version=version, mode="ab", share=body.share,
+                                                  actor=principal.actor))
+
+
+@router.post("/models/{version}/stop", response_model=ModelVersionOut)
+def stop(version: str, principal: AdminKey, db: DbDep) -> ModelVersionOut:
+    """Take ``version`` off its shadow or A/B trial; it stays a candidate."""
+    principal.require_kb(service.kb_of(db=db, version=version))
+    return ModelVersionOut.of(service.stop_trial(db=db, version=version, actor=principal.actor))
+
+
+@router.post("/models/rollback", response_model=RolledBack)
+def roll_back(body: RollbackRequest, principal: AdminKey, db: DbDep) -> RolledBack:
+    """Take the kb's active ``kind`` off (``rolled_back``) and serve its last good version again:
+    its parent where that can serve, else the newest retired one."""
+    principal.require_kb(body.kb)
+    off, on = service.roll_back(db=db, kb=body.kb, kind=body.kind, actor=principal.actor)
+    return RolledBack(kb=body.kb, kind=body.kind, rolled_back=off, active=on)
+
+
+@router.get("/models/{version}/figures", response_model=VersionFigures)
+def figures(version: str, principal: AdminKey, resources: ResourcesDep) -> VersionFigures:
+    """What ``version`` answered in each role (active, ab, shadow), summed over every API process."""
+    row = service.get(db=resources.db, version=version)
+    principal.require_kb(row.kb)
+    roles = service.figures(client=resources.redis, row=row)
+    return VersionFigures(version=row.id, status=row.status, roles={
+        role: FiguresOut(questions=f.questions, errors=f.errors, error_rate=f.error_rate, p95_ms=f.p95_ms,
+                         compared=f.compared, agreement=f.agreement) for role, f in roles.items()})
 
 
 @router.post("/models/learn", response_model=LearnQueued, status_code=202)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+import redis
 from sqlalchemy import select
 
 from factloom.learn import UPDATES
-from factloom.ledger import Database, ModelVersion, activate_version, list_versions
+from factloom.learn.serving import Figures, read
+from factloom.ledger import Database, ModelVersion, activate_version, end_trial, list_versions, rollback, start_trial
 from factloom.platform.errors import Conflict, NotFound
 
-__all__ = ["list_models", "kb_of", "activate", "unlearned", "request_update"]
+__all__ = ["list_models", "kb_of", "activate", "unlearned", "request_update", "try_version", "stop_trial",
+           "roll_back", "figures", "get"]
 
 
 def list_models(*, db: Database, kind: str | None = None, kb: str | None = None,
@@ -30,11 +33,15 @@ def list_models(*, db: Database, kind: str | None = None, kb: str | None = None,
 
 def kb_of(*, db: Database, version: str) -> str | None:
     """The kb a registered version serves (``None`` for one of no kb)."""
+    return get(db=db, version=version).kb
+
+
+def get(*, db: Database, version: str) -> ModelVersion:
     with db.session() as session:
         row = session.get(ModelVersion, version)
         if row is None:
             raise NotFound(f"no model version {version!r}")
-        return row.kb
+        return row
 
 
 def activate(*, db: Database, version: str, actor: str) -> ModelVersion:
@@ -46,6 +53,40 @@ def activate(*, db: Database, version: str, actor: str) -> ModelVersion:
         raise NotFound(str(exc)) from exc
     except ValueError as exc:
         raise Conflict(str(exc)) from exc
+
+
+def try_version(*, db: Database, version: str, mode: str, share: float = 0.0, actor: str) -> ModelVersion:
+    """Put ``version`` on trial: ``shadow`` (answers beside the active version, unseen) or ``ab``
+    (answers ``share`` of the kb's questions, sticky per API key); served within seconds."""
+    try:
+        return start_trial(db, version, mode=mode, share=share, actor=actor)
+    except LookupError as exc:
+        raise NotFound(str(exc)) from exc
+    except ValueError as exc:
+        raise Conflict(str(exc)) from exc
+
+
+def stop_trial(*, db: Database, version: str, actor: str) -> ModelVersion:
+    """Take ``version`` off its trial; it stays a ``candidate``."""
+    try:
+        return end_trial(db, version, actor=actor)
+    except LookupError as exc:
+        raise NotFound(str(exc)) from exc
+    except ValueError as exc:
+        raise Conflict(str(exc)) from exc
+
+
+def roll_back(*, db: Database, kb: str, kind: str, actor: str, reason: str = "rolled back by hand") -> tuple[str, str]:
+    """Serve ``kb``'s last good ``kind`` again (see :func:`factloom.ledger.rollback`)."""
+    try:
+        return rollback(db, kind=kind, kb=kb, actor=actor, reason=reason)
+    except LookupError as exc:
+        raise Conflict(str(exc)) from exc
+
+
+def figures(*, client: redis.Redis, row: ModelVersion) -> dict[str, Figures]:
+    """What ``row`` answered, per role (``active``, ``ab``, ``shadow``), from every API process."""
+    return read(client, row.kb, row.id) if row.kb is not None else {}
 
 
 def unlearned(*, db: Database, kb: str, kind: str) -> int:
