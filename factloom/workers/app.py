@@ -36,15 +36,18 @@ def _share_cores(**_: Any) -> None:
     torch.set_num_threads(torch_threads(app.conf.worker_concurrency or os.cpu_count() or 1))
 
 
-def make_app(broker_url: str, sweep_every_s: float, concurrency: int = 2, learn_every_s: float = 60.0) -> Celery:
+def make_app(broker_url: str, sweep_every_s: float, concurrency: int = 2, learn_every_s: float = 60.0,
+             monitor_every_s: float = 60.0) -> Celery:
     celery = Celery("factloom", broker=broker_url, backend=broker_url, include=["factloom.workers.tasks"])
     celery.conf.update(
         # FACTLOOM_WORKER_CONCURRENCY, not `-c`: the children size their torch threads from it
         worker_concurrency=concurrency,
         task_default_queue="check",
-        # the learn plan is a few counts: it runs beside ingest, not behind a long update
+        # the learn plan and the model monitor are a few counts: they run beside ingest, not behind a
+        # long update
         task_routes={"factloom.check.*": {"queue": "check"}, "factloom.ingest.*": {"queue": "ingest"},
-                     "factloom.learn.plan": {"queue": "ingest"}, "factloom.learn.*": {"queue": "learn"}},
+                     "factloom.learn.plan": {"queue": "ingest"}, "factloom.learn.monitor": {"queue": "ingest"},
+                     "factloom.learn.*": {"queue": "learn"}},
         # a task is acknowledged after it ran, and redelivered if its worker dies: with idempotent
         # tasks (by submission and fact id) a killed worker loses nothing and duplicates nothing
         task_acks_late=True,
@@ -61,6 +64,7 @@ def make_app(broker_url: str, sweep_every_s: float, concurrency: int = 2, learn_
             "sweep-stale-submissions": {"task": "factloom.ingest.sweep", "schedule": sweep_every_s},
             "embed-new-entities": {"task": "factloom.ingest.embed_entities", "schedule": 10.0},
             "plan-learning": {"task": "factloom.learn.plan", "schedule": learn_every_s},
+            "monitor-models": {"task": "factloom.learn.monitor", "schedule": monitor_every_s},
         },
     )
     celery.set_default()  # tasks declared with @shared_task bind to this app in every process
@@ -68,4 +72,5 @@ def make_app(broker_url: str, sweep_every_s: float, concurrency: int = 2, learn_
 
 
 _settings = get_settings()
-app = make_app(_settings.redis_url, _settings.sweep_every_s, _settings.worker_concurrency, _settings.learn_period_s)
+app = make_app(_settings.redis_url, _settings.sweep_every_s, _settings.worker_concurrency, _settings.learn_period_s,
+               _settings.monitor_period_s)
