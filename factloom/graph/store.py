@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, LiteralString, cast
@@ -19,6 +20,7 @@ from neo4j.exceptions import AuthError, ConstraintError, ServiceUnavailable, Ses
 from factloom.graph import queries as q
 from factloom.graph.errors import GraphUnavailable, InvalidGraphInput
 from factloom.graph.types import FactWrite, StoredFact, entity_key
+from factloom.metrics import STORE_SECONDS
 
 __all__ = ["Neo4jStore", "Embed", "entity_id_for", "KB_PATTERN", "check_kb"]
 
@@ -41,6 +43,10 @@ def check_kb(kb: str) -> str:
 def _native(value: Any) -> Any:
     """Neo4j temporal values to Python ``datetime``."""
     return value.to_native() if hasattr(value, "to_native") else value
+
+
+# each statement's round trip, failed ones included (factloom_store_seconds{store="neo4j"})
+_ROUND_TRIP = {"r": STORE_SECONDS.labels("neo4j", "read"), "w": STORE_SECONDS.labels("neo4j", "write")}
 
 
 def _keys_and_values(result: neo4j.Result) -> tuple[list[str], list[list[Any]]]:
@@ -75,6 +81,7 @@ class Neo4jStore:
     def run(self, query: str, routing: str = "w", **params: Any) -> list[dict[str, Any]]:
         """Run one parameterised statement: a write in its own (retried) transaction, a read
         (``routing="r"``) as an auto-commit statement, tried twice."""
+        start = time.perf_counter()
         try:
             if routing == "r":
                 keys, values = self._read(query, params)
@@ -85,6 +92,8 @@ class Neo4jStore:
                 )
         except (ServiceUnavailable, SessionExpired, AuthError) as exc:
             raise GraphUnavailable(f"Neo4j at {self.uri} is unavailable: {exc}") from exc
+        finally:
+            _ROUND_TRIP["r" if routing == "r" else "w"].observe(time.perf_counter() - start)
         # every statement returns named scalars and lists, so plain zips: ``Record.data()`` walks
         # each value looking for nodes to convert, ~3x the cost on a 500-row retrieval hop
         return [dict(zip(keys, row, strict=True)) for row in values]
