@@ -2,7 +2,8 @@
 
 ``factloom train scorer --kb KB``: the kb's accepted, current facts from Neo4j; a held-out share
 (with corrupted-tail negatives) calibrates the scorer per relation and measures it; the scorer is
-saved under the platform home's ``models/`` and registered as the kb's active ``scorer``.
+saved under the platform home's ``models/`` and registered as the kb's active ``scorer``. With
+``--nproc N`` it runs data-parallel in N processes under ``torchrun`` (:mod:`factloom.learn.distributed`).
 
 ``factloom train fusion --kb KB``: labels from the ledger — review decisions first, then automatic
 verdicts (accepted / committed true, rejected false) — with each submission's stored verifier results
@@ -15,9 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,7 +29,8 @@ from typing import Any
 from factloom.learn.artefacts import save_probe
 from factloom.ledger import register_version
 
-__all__ = ["MIN_PER_CLASS", "corrupt", "train_scorer", "train_fusion", "fusion_examples", "scorer_main", "fusion_main"]
+__all__ = ["MIN_PER_CLASS", "ScorerFacts", "corrupt", "split_facts", "finish_scorer", "train_scorer", "train_fusion",
+           "fusion_examples", "scorer_main", "fusion_main"]
 
 Triple = tuple[str, str, str]
 # true and false judged submissions a fusion needs at least (half fit the model, half calibrate it)
@@ -47,6 +52,29 @@ def corrupt(
     return out
 
 
+@dataclass
+class ScorerFacts:
+    """A kb's facts shuffled by the seed (the scorer's vocabulary order), the validation and training
+    facts split from them, and the generator that shuffled them (it goes on to corrupt the validation
+    facts)."""
+
+    triples: list[Triple]
+    valid: list[Triple]
+    train: list[Triple]
+    rng: random.Random
+
+
+def split_facts(triples: Sequence[Triple], *, kb: str, valid_share: float = 0.1, seed: int = 0) -> ScorerFacts:
+    """The kb's distinct facts, shuffled and split: ``valid_share`` (at least 10) to validate."""
+    shuffled = sorted(set(triples))
+    if len(shuffled) < 20:
+        raise SystemExit(f"kb {kb!r} holds {len(shuffled)} accepted facts; a scorer needs at least 20")
+    rng = random.Random(seed)
+    rng.shuffle(shuffled)
+    n_valid = max(10, int(valid_share * len(shuffled)))
+    return ScorerFacts(shuffled, shuffled[:n_valid], shuffled[n_valid:], rng)
+
+
 def train_scorer(
     store: Any, db: Any, *, kb: str, models_dir: Path, rank: int = 64, epochs: int = 30, valid_share: float = 0.1,
     seed: int = 0, progress: bool = True, watermark: datetime | None = None, negatives: int | None = None,
@@ -56,20 +84,26 @@ def train_scorer(
     ``watermark``: the latest commit among the facts it learns (continual updates learn what was
     committed after it); ``negatives``: a sampled softmax of that many entities (see
     :meth:`~factloom.model.scorer.ComplExScorer.fit`)."""
-    import numpy as np
-
     from factloom.model.scorer import ComplExScorer
 
     t0 = time.perf_counter()
-    triples = sorted(set(store.accepted_triples(kb)))
-    if len(triples) < 20:
-        raise SystemExit(f"kb {kb!r} holds {len(triples)} accepted facts; a scorer needs at least 20")
-    rng = random.Random(seed)
-    rng.shuffle(triples)
-    n_valid = max(10, int(valid_share * len(triples)))
-    valid, train = triples[:n_valid], triples[n_valid:]
-    scorer = ComplExScorer.from_triples(triples, rank=rank)  # every name known: valid facts are not unseen
-    losses = scorer.fit(train, epochs=epochs, seed=seed, progress=progress, negatives=negatives)
+    facts = split_facts(store.accepted_triples(kb), kb=kb, valid_share=valid_share, seed=seed)
+    scorer = ComplExScorer.from_triples(facts.triples, rank=rank)  # every name known: valid facts are not unseen
+    losses = scorer.fit(facts.train, epochs=epochs, seed=seed, progress=progress, negatives=negatives)
+    return finish_scorer(db, scorer, facts, kb=kb, epochs=epochs, losses=losses, models_dir=models_dir,
+                         watermark=watermark, started=t0)
+
+
+def finish_scorer(
+    db: Any, scorer: Any, facts: ScorerFacts, *, kb: str, epochs: int, losses: Sequence[float], models_dir: Path,
+    watermark: datetime | None, started: float, extra: dict[str, Any] | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """Calibrate a trained scorer on its validation facts and as many corrupted ones, measure it, save
+    it with its probe and register it as ``kb``'s active scorer; returns (version, metrics), ``extra``
+    among the metrics."""
+    import numpy as np
+
+    triples, valid, train, rng, rank = facts.triples, facts.valid, facts.train, facts.rng, scorer.rank
     entities = sorted({x for s, _, o in triples for x in (s, o)})
     known = set(triples)
     fakes = corrupt(valid, entities, known, rng)
@@ -85,7 +119,8 @@ def train_scorer(
         "entities": len(entities), "relations": len({p for _, p, _ in triples}), "rank": rank, "epochs": epochs,
         "final_loss": round(losses[-1], 5) if losses else None,
         "valid_accuracy": round(float(((p_arr >= 0.5) == y_arr).mean()), 4) if len(judged) else None,
-        "train_seconds": round(time.perf_counter() - t0, 1),
+        **(extra or {}),
+        "train_seconds": round(time.perf_counter() - started, 1),
     }
     models_dir.mkdir(parents=True, exist_ok=True)
     artefact = models_dir / f"scorer-{kb}-{time.strftime('%Y%m%d%H%M%S')}.pt"
@@ -200,7 +235,17 @@ def scorer_main(argv: list[str]) -> int:
     p.add_argument("--rank", type=int, default=64)
     p.add_argument("--epochs", type=int, default=30)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--nproc", type=int, default=1,
+                   help="train data-parallel in this many processes on this machine (execs torchrun; "
+                        "see docs/learning.md)")
     args = p.parse_args(argv)
+    if args.nproc < 1:
+        p.error("--nproc must be at least 1")
+    if args.nproc > 1:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.nproc}",
+                   "-m", "factloom.learn.distributed", "--kb", args.kb, "--rank", str(args.rank),
+                   "--epochs", str(args.epochs), "--seed", str(args.seed)]
+        os.execv(sys.executable, command)  # noqa: S606 - torchrun with our own arguments; its exit status is ours
     store, db, models = _open()
     try:
         from factloom.learn.continual import committed_since

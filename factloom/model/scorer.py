@@ -10,7 +10,8 @@ of ``(?, r, t)`` (other known true facts removed), and how often the entities an
 It learns incrementally: :meth:`ComplExScorer.extend` grows the vocabularies and tables for a new
 snapshot's names, :meth:`ComplExScorer.fit` continues training with an optional EWC penalty
 (:mod:`factloom.model.ewc`) and ``keep_known``, and :meth:`ComplExScorer.fisher` measures the Fisher
-that penalty needs.
+that penalty needs. Both run data-parallel across processes with ``distributed=True``
+(:mod:`factloom.model.distributed`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from factloom.model.distributed import all_reduce_sum_, process_group, replicate, shard
 from factloom.model.ewc import ElasticWeights, empirical_fisher, grow_embedding
 from factloom.verify.calibrate import Calibrator
 
@@ -173,19 +175,22 @@ class ComplExScorer:
         fisher[name][rows] = ewc.fisher[name]
         return ElasticWeights(anchor, fisher, ewc.lam)
 
-    def _loss(self, b: torch.Tensor, negatives: int | None) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Softmax cross-entropy of the tails of ``b`` (B, 3) and the N3 factors (B, R) it touched."""
+    def _loss(self, b: torch.Tensor, negatives: int | None,
+              reduction: str = "mean") -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Softmax cross-entropy of the tails of ``b`` (B, 3), its mean (``reduction="sum"``: its sum,
+        0 for no rows), and the N3 factors (B, R) it touched."""
         tail = self.model.ent(b[:, 2])  # (B, 2R)
         if negatives is None or negatives >= len(self.entities):
             logits, parts = self.model.all_tails(b[:, 0], b[:, 1])
-            loss = torch.nn.functional.cross_entropy(logits, b[:, 2])
+            loss = torch.nn.functional.cross_entropy(logits, b[:, 2], reduction=reduction)
         else:
             qr, qi, parts = self.model.query(b[:, 0], b[:, 1])
-            neg = self.model.ent(torch.randint(len(self.entities), (negatives,)))  # (K, 2R)
+            neg = self.model.ent(torch.randint(len(self.entities), (negatives,), device=b.device))  # (K, 2R)
             own = (qr * tail[:, : self.rank] + qi * tail[:, self.rank :]).sum(-1, keepdim=True)  # (B, 1)
             sampled = qr @ neg[:, : self.rank].T + qi @ neg[:, self.rank :].T  # (B, K)
             loss = torch.nn.functional.cross_entropy(torch.cat([own, sampled], 1),
-                                                     torch.zeros(len(b), dtype=torch.long))
+                                                     torch.zeros(len(b), dtype=torch.long, device=b.device),
+                                                     reduction=reduction)
         factors = [torch.sqrt(parts[0] ** 2 + parts[1] ** 2), torch.sqrt(parts[2] ** 2 + parts[3] ** 2),
                    torch.sqrt(tail[:, : self.rank] ** 2 + tail[:, self.rank :] ** 2)]
         return loss, factors
@@ -197,7 +202,7 @@ class ComplExScorer:
 
     def fit(self, triples: Sequence[Triple], *, epochs: int = 50, batch_size: int = 1000, lr: float = 0.1,
             reg: float = 5e-2, seed: int = 0, progress: bool = True, negatives: int | None = None,
-            ewc: ElasticWeights | None = None, keep_known: bool = False) -> list[float]:
+            ewc: ElasticWeights | None = None, keep_known: bool = False, distributed: bool = False) -> list[float]:
         """1-N softmax over all tails for (h, r) and (t, r⁻¹); N3 penalty on the factors. Returns epoch losses.
 
         ``negatives``: softmax over the true tail and that many entities sampled per batch instead of all
@@ -206,6 +211,14 @@ class ComplExScorer:
         (aligned to the current layout first, see :meth:`align`); the optimiser starts afresh.
         ``keep_known``: the known facts (filtered ranks, frequency features) become the union of the
         old known facts and ``triples`` instead of ``triples`` alone — for incremental updates.
+        ``distributed``: data-parallel over the default process group (:mod:`factloom.model.distributed`):
+        every rank calls ``fit`` with the same arguments (and the same ``ewc``), draws the same batches
+        and negatives from ``seed``, and computes the loss of its share of each batch; DDP all-reduces
+        the gradients, so the replicas start from rank 0's tables, stay identical and take the steps one
+        process would take on the whole batches. The returned losses are the whole batches'. Without a
+        process group (or in a world of one) it is the one-process loop.
+
+        Training runs on the device the tables are on.
         """
         torch.manual_seed(seed)
         ids, keep = self._ids(triples)
@@ -221,15 +234,24 @@ class ComplExScorer:
             self.hparams.update(ewc_lambda=ewc.lam)
             ewc = self.align(ewc)
         self._index()
-        data = self._both(ids)  # (2N, 3)
+        data = self._both(ids).to(self.model.ent.weight.device)  # (2N, 3)
         opt = torch.optim.Adagrad(self.model.parameters(), lr=lr)
         losses: list[float] = []
         self.model.train()
+        rank, world = process_group() if distributed else (0, 1)
+        step = self._replicated_step(reg, negatives, ewc, world) if world > 1 else None
         for _ in tqdm(range(epochs), desc="scorer", disable=not progress):
             perm = data[torch.randperm(len(data))]
             total = 0.0
             for i in range(0, len(perm), batch_size):
                 b = perm[i : i + batch_size]
+                if step is not None:  # data-parallel: this rank's rows of the batch
+                    objective, loss_sum = step(shard(b, rank, world), len(b))
+                    opt.zero_grad()
+                    objective.backward()  # DDP averages the gradients over the ranks here
+                    opt.step()
+                    total += float(loss_sum)
+                    continue
                 loss, factors = self._loss(b, negatives)
                 n3 = sum(torch.sum(torch.abs(f) ** 3) for f in factors) / len(b)
                 objective = loss + reg * n3
@@ -239,23 +261,49 @@ class ComplExScorer:
                 objective.backward()
                 opt.step()
                 total += float(loss.detach()) * len(b)
+            if step is not None:
+                summed = data.new_tensor([total], dtype=torch.float64)
+                all_reduce_sum_([summed])
+                total = float(summed)
             losses.append(total / max(1, len(perm)))
         self.model.eval()
         return losses
 
+    def _replicated_step(self, reg: float, negatives: int | None, ewc: ElasticWeights | None,
+                         world: int) -> torch.nn.Module:
+        """The DDP-wrapped objective of one rank's shard of a batch of ``whole`` rows:
+        ``world / whole · (Σ cross-entropy + reg · Σ N3) + penalty`` — once DDP has averaged the ranks'
+        gradients, the gradient of the one-process objective (mean loss + reg · N3 / B + penalty).
+        Returns (objective, the shard's summed loss)."""
+        def objective(b: torch.Tensor, whole: int) -> tuple[torch.Tensor, torch.Tensor]:
+            loss_sum, factors = self._loss(b, negatives, reduction="sum")
+            n3 = sum(torch.sum(torch.abs(f) ** 3) for f in factors)
+            total = (loss_sum + reg * n3) * (world / whole)
+            if ewc is not None:  # the same on every rank: averaging leaves it whole
+                total = total + ewc.penalty(self.model)
+            return total, loss_sum.detach()
+        return replicate(self.model, objective)
+
     def fisher(self, triples: Sequence[Triple], *, batch_size: int = 1000, max_facts: int | None = 20000,
-               seed: int = 0) -> dict[str, torch.Tensor]:
+               seed: int = 0, distributed: bool = False) -> dict[str, torch.Tensor]:
         """Empirical Fisher (:func:`empirical_fisher`) of the 1-N softmax loss, both directions, on the
-        known-name ``triples`` or a sample of ``max_facts`` of them; no N3 term (it is a prior, not data)."""
+        known-name ``triples`` or a sample of ``max_facts`` of them; no N3 term (it is a prior, not data).
+
+        ``distributed``: every rank of the default process group calls it with the same arguments on
+        the same parameters and measures every ``world``-th batch; the squared-gradient sums are
+        all-reduced before the normalisation, so every rank returns the same Fisher, the one-process one.
+        """
         ids, keep = self._ids(triples)
         ids = ids[keep]
         rng = np.random.default_rng(seed)
         if max_facts is not None and len(ids) > max_facts:
             ids = ids[rng.choice(len(ids), max_facts, replace=False)]
         data = self._both(ids)  # (2N, 3)
-        data = data[torch.from_numpy(rng.permutation(len(data)))]
+        data = data[torch.from_numpy(rng.permutation(len(data)))].to(self.model.ent.weight.device)
         batches = [data[i : i + batch_size] for i in range(0, len(data), batch_size)]
-        return empirical_fisher(self.model, batches, lambda b: self._loss(b, None)[0])
+        rank, world = process_group() if distributed else (0, 1)
+        return empirical_fisher(self.model, batches[rank::world], lambda b: self._loss(b, None)[0],
+                                reduce=all_reduce_sum_ if world > 1 else None)
 
     def raw_scores(self, triples: Sequence[Triple], batch_size: int = 4096) -> list[float | None]:
         """Mean of forward and reciprocal ComplEx scores, batched; ``None`` where a name is unseen."""
