@@ -142,9 +142,10 @@ def cmd_down(args: argparse.Namespace, settings: Settings) -> None:
 
 def cmd_api(args: argparse.Namespace, settings: Settings) -> None:
     """Serve the HTTP API in the foreground (what ``up`` and docker-compose run): uvicorn with
-    ``--workers`` processes, which share their request metrics through a fresh multiprocess directory
-    (``PROMETHEUS_MULTIPROC_DIR`` when set, else one under ``home/run``)."""
-    from factloom.platform.metrics import MULTIPROC_ENV, reset_multiprocess_dir
+    ``--workers`` processes, which share their metrics through a multiprocess directory
+    (``PROMETHEUS_MULTIPROC_DIR`` when set, else one under ``home/run``), emptied first unless
+    ``--shared-metrics`` says that processes already running write there too (``up``'s workers)."""
+    from factloom.metrics import MULTIPROC_ENV, reset_multiprocess_dir
 
     host = args.host or settings.api_host
     port = settings.api_port if args.port is None else args.port
@@ -152,7 +153,10 @@ def cmd_api(args: argparse.Namespace, settings: Settings) -> None:
     if workers < 1:
         sys.exit(f"--workers (FACTLOOM_API_WORKERS) must be 1 or more, not {workers}")
     shared = Path(os.environ.get(MULTIPROC_ENV) or settings.home / "run" / f"metrics-{port}")
-    reset_multiprocess_dir(shared)
+    if args.shared_metrics:
+        shared.mkdir(parents=True, exist_ok=True)  # emptying it would lose what the running workers write
+    else:
+        reset_multiprocess_dir(shared)
     os.environ[MULTIPROC_ENV] = str(shared)
     argv = [sys.executable, "-m", "uvicorn", "factloom.platform.app:app", "--host", host, "--port", str(port),
             "--workers", str(workers)]
@@ -458,6 +462,8 @@ def build_parser() -> argparse.ArgumentParser:
     api.add_argument("--host", help="default FACTLOOM_API_HOST")
     api.add_argument("--port", type=int, help="default FACTLOOM_API_PORT")
     api.add_argument("--workers", type=int, help="processes, default FACTLOOM_API_WORKERS")
+    api.add_argument("--shared-metrics", action="store_true",
+                     help="keep the metrics directory's files: running workers write there too (as under `up`)")
     api.set_defaults(func=cmd_api)
     sub.add_parser("migrate", help="bring the ledger and the graph schema up to date").set_defaults(func=cmd_migrate)
     backup = sub.add_parser("backup", help="write the ledger, the graph and the model and evidence files to a new "

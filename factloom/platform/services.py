@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from factloom.config import NEO4J_VERSION, Settings
+from factloom.platform.monitoring import monitoring_services
+from factloom.metrics import MULTIPROC_ENV, reset_multiprocess_dir
 from factloom.platform.process import (
     Service,
     ServiceError,
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ServiceError", "Service", "Neo4jService", "RedisService", "PostgresService",
     "neo4j_lib_dir", "ensure_neo4j", "child_env", "http_ok", "wait_http",
-    "services", "start_all", "start_infra", "start_app", "stop_all", "status",
+    "services", "start_all", "start_infra", "start_app", "stop_all", "status", "metrics_dir", "APP_SERVICES",
 ]
 
 POM = Path(__file__).resolve().parents[2] / "deploy" / "neo4j" / "pom.xml"
@@ -326,6 +328,16 @@ class PostgresService(Service):
                 conn.execute(f'CREATE DATABASE "{self.database}"')  # a constant name, not input
 
 
+# the platform's own processes: they share one metrics directory (metrics_dir)
+APP_SERVICES = ("worker", "learner", "beat", "api")
+
+
+def metrics_dir(settings: Settings) -> Path:
+    """The multiprocess directory (``PROMETHEUS_MULTIPROC_DIR``) the worker, learner, beat and API
+    processes share, so the API's ``/metrics`` sums the workers' counts with its own."""
+    return settings.home / "run" / f"metrics-{settings.api_port}"
+
+
 class _PythonService(Service):
     def __init__(self, name: str, settings: Settings, args: list[str], match: str,
                  probe: Callable[[], bool] | None = None, ready_marker: str | None = None) -> None:
@@ -336,10 +348,18 @@ class _PythonService(Service):
         self._log_offset = 0
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", *self.args]
+        # set before the interpreter starts: prometheus_client reads it once, when first imported
+        return [shutil.which("env") or "/usr/bin/env", f"{MULTIPROC_ENV}={metrics_dir(self.settings)}",
+                sys.executable, "-m", *self.args]
 
     def prepare(self) -> None:
         self._log_offset = self.log_file.stat().st_size if self.log_file.exists() else 0
+        shared = metrics_dir(self.settings)
+        found = services(self.settings)
+        if any(found[name].pid() is not None for name in APP_SERVICES if name != self.name):
+            shared.mkdir(parents=True, exist_ok=True)  # the others write there: their files stay
+        else:
+            reset_multiprocess_dir(shared)  # the first to start: an earlier run's counts go
 
     def probe(self) -> bool:
         if self._probe is not None:
@@ -376,7 +396,7 @@ def services(settings: Settings, *, postgres_port: int | None = None) -> dict[st
                                str(settings.home / "run" / "celerybeat-schedule")],
             match="celery", ready_marker="beat: Starting"),
         # ``factloom api`` execs uvicorn in the same process (the pid file stays right)
-        "api": _PythonService("api", settings, ["factloom.platform.cli", "api"], match="uvicorn",
+        "api": _PythonService("api", settings, ["factloom.platform.cli", "api", "--shared-metrics"], match="uvicorn",
                               probe=lambda: http_ok(health)),
     }
 
@@ -406,8 +426,9 @@ def start_app(settings: Settings) -> None:
 
 
 def stop_all(settings: Settings) -> None:
-    """Stop every service this home has running, in reverse start order, then clear their temp dir."""
-    for service in reversed(list(services(settings).values())):
+    """Stop every service this home has running (Prometheus and Alertmanager first), in reverse start
+    order, then clear their temp dir."""
+    for service in reversed([*services(settings).values(), *monitoring_services(settings).values()]):
         service.stop()
     shutil.rmtree(child_tmp(settings), ignore_errors=True)
 
@@ -415,4 +436,9 @@ def stop_all(settings: Settings) -> None:
 def status(settings: Settings, *, postgres_port: int | None = None) -> dict[str, bool]:
     """Whether each service answers (PostgreSQL on its running port, else ``postgres_port``)."""
     found = services(settings, postgres_port=postgres_port)
-    return {name: service.is_up() for name, service in found.items()}
+    states = {name: service.is_up() for name, service in found.items()}
+    # Prometheus and Alertmanager where the settings ask for them, or where they run (up --monitoring)
+    watched = {name: service.is_up() for name, service in monitoring_services(settings).items()}
+    if settings.monitoring or any(watched.values()):
+        states.update(watched)
+    return states
