@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from factloom.config import NEO4J_VERSION, Settings
-from factloom.platform.monitoring import monitoring_services
 from factloom.metrics import MULTIPROC_ENV, reset_multiprocess_dir
+from factloom.platform.monitoring import monitoring_services
 from factloom.platform.process import (
     Service,
     ServiceError,
