@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
 
+from factloom.metrics import ALERTS_RECEIVED
 from factloom.platform.alerts import service
 from factloom.platform.alerts.schemas import AlertmanagerWebhook, AlertOut, AlertPage, AlertsReceived
 from factloom.platform.auth.service import Principal
@@ -25,6 +26,8 @@ def receive_alerts(body: AlertmanagerWebhook, _: AlertsKey, db: DbDep) -> Alerts
     """Alertmanager's webhook (payload version 4, ``deploy/alertmanager/alertmanager.yml``): each alert
     of the notification is stored, or updated by its fingerprint and start (``alerts`` scope)."""
     service.record(db=db, alerts=body.alerts)
+    for alert in body.alerts:
+        ALERTS_RECEIVED.labels(alert.labels.alertname[:service.NAME_CHARS], alert.status).inc()
     firing = sum(1 for a in body.alerts if a.status == "firing")
     return AlertsReceived(received=len(body.alerts), firing=firing, resolved=len(body.alerts) - firing)
 
