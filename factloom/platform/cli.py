@@ -61,6 +61,13 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> None:
     _local_admin_key(settings)
     print("starting API, workers and beat …", flush=True)
     services.start_app(settings)
+    monitoring = ""
+    if args.monitoring or settings.monitoring:
+        from factloom.platform.monitoring import start_monitoring
+
+        print("starting Prometheus and Alertmanager …", flush=True)
+        found = start_monitoring(settings)
+        monitoring = "".join(f"  {name:<11}{service.url}\n" for name, service in reversed(found.items()))
     if not args.no_demo:
         demo = Path(args.demo) if args.demo else settings.demo_kb_path
         _load_demo(settings, demo)
@@ -69,7 +76,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> None:
     print(
         f"\nFactLoom is up.\n  API        {settings.base_url}  (OpenAPI: {settings.base_url}/docs)\n"
         f"  admin UI   {settings.base_url}/admin  (accounts: factloom users create NAME --role reviewer|admin)\n"
-        f"  metrics    {settings.base_url}/metrics\n  Neo4j      {bolt}  (user {settings.neo4j_user}, "
+        f"  metrics    {settings.base_url}/metrics\n{monitoring}  Neo4j      {bolt}  (user {settings.neo4j_user}, "
         f"password in {settings.home / 'neo4j-password'})\n  Redis      {settings.redis_url}\n"
         f"  SQL        {settings.sql_url}\n  API key    {settings.home / 'api-key'} (scope admin)\n"
         f"  logs       {settings.home / 'logs'}\n\nTry: factloom query \"who directed [Blade Runner]\""
@@ -455,6 +462,8 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start Neo4j, Redis, API, workers and beat; migrate; load the demo KB")
     up.add_argument("--no-demo", action="store_true", help="do not load the demo knowledge base")
     up.add_argument("--demo", help="the demo KB file (subject|predicate|object lines)")
+    up.add_argument("--monitoring", action="store_true",
+                    help="also Prometheus and Alertmanager (FACTLOOM_MONITORING=true does the same)")
     up.set_defaults(func=cmd_up)
     sub.add_parser("down", help="stop every local service").set_defaults(func=cmd_down)
     sub.add_parser("status", help="each service, up or down").set_defaults(func=cmd_status)

@@ -185,12 +185,12 @@ class AlertmanagerService(Service):
         return http_ok(f"{self.url}/-/ready")
 
 
-def monitoring_services(settings: Settings) -> dict[str, Service]:
+def monitoring_services(settings: Settings) -> dict[str, PrometheusService | AlertmanagerService]:
     """Alertmanager, then Prometheus (which sends it alerts), in start order."""
     return {"alertmanager": AlertmanagerService(settings), "prometheus": PrometheusService(settings)}
 
 
-def start_monitoring(settings: Settings) -> dict[str, Service]:
+def start_monitoring(settings: Settings) -> dict[str, PrometheusService | AlertmanagerService]:
     """Start both (a running one is left alone); the ledger must be migrated (Alertmanager's key)."""
     found = monitoring_services(settings)
     for service in found.values():
