@@ -53,7 +53,8 @@ from factloom.ledger import (
 )
 from factloom.metrics import MODEL_FAILING_PERIODS, MODEL_ROLLBACKS
 
-__all__ = ["MonitorConfig", "Judgement", "look", "record_learn_failure", "hoeffding_interval", "KINDS"]
+__all__ = ["MonitorConfig", "Judgement", "look", "record_learn_failure", "hoeffding_interval", "KINDS",
+           "feedback_hits"]
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +129,7 @@ def hoeffding_interval(hits_t: int, n_t: int, hits_a: int, n_a: int, *, look: in
     return diff - radius_t - radius_a, diff + radius_t + radius_a
 
 
-def _hits(db: Database, kb: str, version: str, since: datetime | None = None) -> tuple[int, int]:
+def feedback_hits(db: Database, kb: str, version: str, since: datetime | None = None) -> tuple[int, int]:
     """(marked right, marked) among the answers ``version`` gave on ``kb`` (since ``since``)."""
     query = select(func.count(), func.coalesce(func.sum(AnswerFeedback.correct.cast(Integer)), 0)).where(
         AnswerFeedback.kb == kb, AnswerFeedback.reasoner_version == version)
@@ -174,10 +175,10 @@ def _judge(db: Database, client: redis.Redis, config: MonitorConfig, row: ModelV
             judgement.reasons.append(f"p95 latency {p95:.0f} ms > {parent_p95:.0f} ms × {1 + config.latency_margin:g}")
 
     if kind == "reasoner":
-        right, marked = _hits(db, kb, row.id, datetime.fromtimestamp(last, tz=timezone.utc))
+        right, marked = feedback_hits(db, kb, row.id, datetime.fromtimestamp(last, tz=timezone.utc))
         if marked >= config.min_feedback:
             evidence = True
-            p_right, p_marked = _hits(db, kb, row.parent) if row.parent else (0, 0)
+            p_right, p_marked = feedback_hits(db, kb, row.parent) if row.parent else (0, 0)
             if p_marked >= config.min_feedback and right / marked < p_right / p_marked - config.hits_margin:
                 judgement.reasons.append(f"feedback hits@1 {right / marked:.3f} < parent's "
                                          f"{p_right / p_marked:.3f} − {config.hits_margin:g}")
@@ -255,8 +256,8 @@ def _decide_ab(db: Database, client: redis.Redis, config: MonitorConfig, row: Mo
         decision, why = "stop", (f"error rate {trial_figures.error_rate:.3f} > active's "
                                  f"{active_figures.error_rate:.3f} + {config.error_margin:g}")
     elif row.kind == "reasoner":
-        hits_t, n_t = _hits(db, kb, row.id, started)
-        hits_a, n_a = _hits(db, kb, active.id, started)
+        hits_t, n_t = feedback_hits(db, kb, row.id, started)
+        hits_a, n_a = feedback_hits(db, kb, active.id, started)
         if n_t and n_a:
             looks = int(state.get("looks", 0)) + 1
             client.hset(key, "looks", looks)

@@ -281,11 +281,39 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> None:
     from factloom.platform.models import service
 
     db = Database(settings.sql_url)
+    actor = f"cli:{getpass.getuser()}"
+    command = args.models_command
     try:
-        if args.models_command == "activate":
-            row = service.activate(db=db, version=args.version, actor=f"cli:{getpass.getuser()}")
+        if command in ("activate", "promote"):
+            row = service.activate(db=db, version=args.version, actor=actor)
             print(f"{row.id} is now the active {row.kind} of kb {row.kb!r}; "
                   f"the API and the workers serve it within 10 s")
+            return
+        if command in ("shadow", "ab"):
+            row = service.try_version(db=db, version=args.version, mode=command,
+                                      share=getattr(args, "share", 0.0), actor=actor)
+            what = "answers beside the active version, unseen" if command == "shadow" else \
+                f"answers {row.traffic_share:.0%} of the kb's questions (by API key)"
+            print(f"{row.id} {what}; follow it with 'factloom models figures {row.id}'")
+            return
+        if command == "stop":
+            row = service.stop_trial(db=db, version=args.version, actor=actor)
+            print(f"{row.id} is off its trial (a candidate again)")
+            return
+        if command == "rollback":
+            off, on = service.roll_back(db=db, kb=args.kb, kind=args.kind, actor=actor)
+            print(f"kb {args.kb!r}: {off} rolled back; {on} serves again within 10 s")
+            return
+        if command == "figures":
+            import redis
+
+            row = service.get(db=db, version=args.version)
+            roles = service.figures(client=redis.Redis.from_url(settings.redis_url), row=row)
+            print(f"{row.id} ({row.status})")
+            for role, f in roles.items():
+                p95 = f"{f.p95_ms:.0f} ms" if f.p95_ms is not None else "-"
+                agreement = f", agreement {f.agreement:.1%} of {f.compared}" if f.agreement is not None else ""
+                print(f"  {role:<7} {f.questions:>8} questions, {f.errors} failed, p95 ≤ {p95}{agreement}")
             return
         rows = service.list_models(db=db, kind=args.kind, kb=args.kb, limit=args.limit)
     except PlatformError as exc:
@@ -296,7 +324,8 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> None:
         print("no model versions registered" + (" that match" if args.kind or args.kb else
                                                 "; train one with 'factloom train NAME'"))
     for row in rows:
-        print(f"{row.status:<11} {row.kind:<9} {str(row.kb):<14} {row.id:<48} "
+        shown = f"ab {row.traffic_share:.0%}" if row.status == "ab" else row.status
+        print(f"{shown:<11} {row.kind:<9} {str(row.kb):<14} {row.id:<48} "
               f"{row.created_at:%Y-%m-%d %H:%M}  {_gates_line(row)}")
 
 
@@ -505,7 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     ucreate.add_argument("--role", choices=["reviewer", "admin"], required=True)
     ucreate.add_argument("--password", required=True)
     ucreate.set_defaults(func=cmd_users)
-    models = sub.add_parser("models", help="registered model versions; activate one (a swap or a rollback)")
+    models = sub.add_parser("models", help="registered model versions: activate, try (shadow, A/B), roll back")
     mcommands = models.add_subparsers(dest="models_command", required=True)
     mlist = mcommands.add_parser("list", help="the newest versions: status, kind, kb, version, created")
     mlist.add_argument("--kind", choices=["router", "reasoner", "scorer", "fusion"])
@@ -515,6 +544,21 @@ def build_parser() -> argparse.ArgumentParser:
     mactivate = mcommands.add_parser("activate", help="serve this version for its kind and kb from now on")
     mactivate.add_argument("version")
     mactivate.set_defaults(func=cmd_models)
+    for name, help_ in (("promote", "end a trial: serve this version for all of its kb's questions"),
+                        ("shadow", "let this version answer beside the active one, unseen (its figures recorded)"),
+                        ("stop", "take this version off its shadow or A/B trial"),
+                        ("figures", "what this version answered, per role: questions, failures, p95, agreement")):
+        mversion = mcommands.add_parser(name, help=help_)
+        mversion.add_argument("version")
+        mversion.set_defaults(func=cmd_models)
+    mab = mcommands.add_parser("ab", help="send a share of the kb's questions (sticky per API key) to this version")
+    mab.add_argument("version")
+    mab.add_argument("--share", type=float, default=0.1, help="between 0 and 1 (default 0.1)")
+    mab.set_defaults(func=cmd_models)
+    mrollback = mcommands.add_parser("rollback", help="serve the kb's last good version of a kind again")
+    mrollback.add_argument("--kb", default=DEFAULT_KB)
+    mrollback.add_argument("--kind", choices=["router", "reasoner", "scorer", "fusion"], default="reasoner")
+    mrollback.set_defaults(func=cmd_models)
     learn = sub.add_parser("learn", help="update a kb's scorer (new facts) or reasoner (feedback) now, on the learner")
     learn.add_argument("--kb", default=DEFAULT_KB)
     learn.add_argument("--kind", choices=["scorer", "reasoner"], default="scorer")

@@ -8,11 +8,12 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, Request, Response
 
+from factloom.learn.monitor import feedback_hits
 from factloom.platform.admin.auth import AdminOnly
 from factloom.platform.admin.batches import STATUS_ORDER, knowledge_bases, list_batches, throughput
 from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
 from factloom.platform.admin.users import ROLES, create_user, list_users, set_disabled
-from factloom.platform.admin.visuals import COLOURS, sparkline, status_bar
+from factloom.platform.admin.visuals import COLOURS, sparkline, status_bar, version_bars
 from factloom.platform.audit import service as audit
 from factloom.platform.deps import ResourcesDep
 from factloom.platform.errors import BadRequest
@@ -44,19 +45,68 @@ def summary(metrics: dict[str, Any] | None) -> list[tuple[str, Any]]:
     return [(k.replace("_", " "), found[k]) for k in SUMMARY if isinstance(found.get(k), int | float)][:3]
 
 
+# versions whose serving figures the page shows: those that serve, or served lately
+SERVING = ("active", "ab", "shadow", "rolled_back")
+
+
 @router.get("/models")
 def models_page(request: Request, _: AdminOnly, resources: ResourcesDep, kb: str = "") -> Response:
     every = models.list_models(db=resources.db, limit=500)
     kbs = sorted({m.kb for m in every if m.kb})
     rows = [m for m in every if not kb or m.kb == kb]
-    return render(request, "models.html", rows=rows, kb=kb, kbs=kbs, summary=summary)
+    figures: dict[str, dict[str, Any]] = {}
+    for m in [m for m in rows if m.status in SERVING and m.kb][:40]:
+        roles = models.figures(client=resources.redis, row=m)
+        right, marked = feedback_hits(resources.db, str(m.kb), m.id) if m.kind == "reasoner" else (0, 0)
+        figures[m.id] = {"roles": {r: f for r, f in roles.items() if f.questions},
+                         "hits": right / marked if marked else None, "marked": marked}
+    chart = version_bars([(m.id, m.status if m.status != "ab" else f"ab {m.traffic_share:.0%}",
+                           figures[m.id]["hits"], _p95(figures[m.id]["roles"]))
+                          for m in rows if m.id in figures and m.kind in ("reasoner", "router")])
+    rollbacks = audit.list_events(db=resources.db, action="model.rollback", actor=None, before=None, limit=5)
+    return render(request, "models.html", rows=rows, kb=kb, kbs=kbs, summary=summary, figures=figures,
+                  chart=chart, rollbacks=[e for e in rollbacks if not kb or (e.details or {}).get("kb") == kb])
+
+
+def _p95(roles: dict[str, Any]) -> float | None:
+    found = [f.p95_ms for f in roles.values() if f.p95_ms is not None]
+    return max(found) if found else None
+
+
+def _back(request: Request, kb: str | None, message: str) -> Response:
+    return flash(request, redirect(f"{PREFIX}/models?{urlencode({'kb': kb or ''})}"), message)
 
 
 @router.post("/models/{version}/activate")
 def models_activate(version: str, request: Request, me: AdminOnly, resources: ResourcesDep) -> Response:
     row = models.activate(db=resources.db, version=version, actor=me.actor)
-    return flash(request, redirect(f"{PREFIX}/models?{urlencode({'kb': row.kb or ''})}"),
-                 f"{version} is now the active {row.kind} of {row.kb}: served within seconds")
+    return _back(request, row.kb, f"{version} is now the active {row.kind} of {row.kb}: served within seconds")
+
+
+@router.post("/models/{version}/trial")
+def models_trial(
+    version: str, request: Request, me: AdminOnly, resources: ResourcesDep, mode: Annotated[str, Form()],
+    share: Annotated[float, Form(gt=0.0, lt=100.0)] = 10.0,
+) -> Response:
+    """Shadow, A/B (``share`` in percent) or stop a version's trial."""
+    if mode == "stop":
+        row = models.stop_trial(db=resources.db, version=version, actor=me.actor)
+        return _back(request, row.kb, f"{version} is off its trial")
+    if mode not in ("shadow", "ab"):
+        raise BadRequest(f"a trial is shadow or ab, not {mode!r}")
+    row = models.try_version(db=resources.db, version=version, mode=mode, share=share / 100.0, actor=me.actor)
+    what = "answers beside the active version, unseen" if mode == "shadow" else \
+        f"answers {row.traffic_share:.0%} of the questions of {row.kb}"
+    return _back(request, row.kb, f"{version} {what}")
+
+
+@router.post("/models/rollback")
+def models_rollback(
+    request: Request, me: AdminOnly, resources: ResourcesDep, kb: Annotated[str, Form(max_length=64)],
+    kind: Annotated[str, Form(max_length=32)],
+) -> Response:
+    off, on = models.roll_back(db=resources.db, kb=kb, kind=kind, actor=me.actor)
+    return _back(request, kb, f"{off} rolled back: {on} serves {kb} again within seconds")
 
 
 @router.get("/audit")

@@ -15,7 +15,8 @@ from factloom.graph.explore import Neighbourhood
 from factloom.graph.types import entity_key
 from factloom.platform.query.schemas import AnswerOut
 
-__all__ = ["neighbourhood_elements", "answer_elements", "verifier_chart", "sparkline", "status_bar", "COLOURS"]
+__all__ = ["neighbourhood_elements", "answer_elements", "verifier_chart", "sparkline", "status_bar", "version_bars",
+           "COLOURS"]
 
 COLOURS = {
     "pending": "#94a3b8", "checking": "#60a5fa", "needs_review": "#f59e0b", "accepted": "#34d399",
@@ -131,3 +132,34 @@ def status_bar(counts: dict[str, int], order: Sequence[str], *, width: int = 220
         x += w
     return Markup(f'<svg class="statusbar" width="{width}" height="10" viewBox="0 0 {width} 10" '  # noqa: S704 - numbers and escape()d statuses
                   f'xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>')
+
+
+def version_bars(rows: Sequence[tuple[str, str, float | None, float | None]], *, width: int = 520) -> Markup:
+    """Versions side by side: for each ``(version, role, hits@1, p95 ms)`` a bar of its feedback
+    hits@1 (0–1) and one of its p95 latency (scaled to the slowest); a missing figure draws no bar."""
+    if not rows:
+        return Markup("")
+    label_w, row_h, bar_h = 210, 34, 12
+    bar_w = (width - label_w) / 2 - 10
+    slowest = max([p for *_, p in rows if p] or [1.0])
+    parts = [f'<text x="{label_w}" y="11" class="chart-label">feedback hits@1</text>',
+             f'<text x="{label_w + bar_w + 10:.0f}" y="11" class="chart-label">p95 latency</text>']
+    for i, (version, role, hits, p95) in enumerate(rows):
+        y = 18 + i * row_h
+        parts.append(f'<text x="0" y="{y + 10}" class="chart-label">{escape(version[-28:])}</text>'
+                     f'<text x="0" y="{y + 24}" class="chart-label muted">{escape(role)}</text>')
+        if hits is not None:
+            parts.append(f'<rect x="{label_w}" y="{y}" width="{bar_w * hits:.1f}" height="{bar_h}" '
+                         f'fill="{_bar_colour(hits)}"><title>hits@1 {hits:.3f}</title></rect>'
+                         f'<text x="{label_w + bar_w * hits + 3:.1f}" y="{y + 10}" '
+                         f'class="chart-label">{hits:.2f}</text>')
+        if p95 is not None:
+            w = bar_w * p95 / slowest
+            parts.append(f'<rect x="{label_w + bar_w + 10:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" '
+                         f'fill="#7a8fa6"><title>p95 ≤ {p95:.0f} ms</title></rect>'
+                         f'<text x="{label_w + bar_w + 13 + w:.1f}" y="{y + 10}" '
+                         f'class="chart-label">{p95:.0f} ms</text>')
+    height = 18 + len(rows) * row_h
+    return Markup(f'<svg class="versions" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '  # noqa: S704 - numbers and escape()d names only
+                  f'role="img" aria-label="versions side by side" xmlns="http://www.w3.org/2000/svg">'
+                  f'{"".join(parts)}</svg>')

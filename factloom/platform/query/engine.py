@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -101,6 +102,29 @@ class _Job:
     top_k: int
 
 
+class _NotLoaded(ValueError):
+    def __init__(self, version: str, why: str) -> None:
+        super().__init__(why)
+        self.version = version
+
+
+M = TypeVar("M")
+
+
+def _load_version(version: tuple[str, str], kind: type[M]) -> M:
+    """The model of a registry ``(version, artefact)``, which must be a ``kind``; :class:`_NotLoaded`
+    names the version whose artefact is missing, corrupt or of another kind."""
+    from pathlib import Path
+
+    try:
+        model = load_model(Path(version[1]))
+    except Exception as exc:
+        raise _NotLoaded(version[0], f"{version[1]}: {exc}") from exc
+    if not isinstance(model, kind):
+        raise _NotLoaded(version[0], f"{version[1]} holds a {type(model).__name__}, not a {kind.__name__}")
+    return model
+
+
 class QueryEngine:
     def __init__(self, settings: Settings, db: Database, embedder: Embedder, figures: Recorder | None = None) -> None:
         self.settings = settings
@@ -112,7 +136,8 @@ class QueryEngine:
         self._lock = threading.Lock()
         self._looked_up: dict[str, tuple[float, Loaded | None, OnTrial | None]] = {}
         self._loaded: dict[tuple[str | None, str], Loaded] = {}
-        self._failed: dict[tuple[str | None, str], str] = {}  # versions whose artefacts did not load
+        # versions whose artefacts did not load: why, and which of them failed
+        self._failed: dict[tuple[str | None, str], tuple[str, tuple[str, ...]]] = {}
         # kb → why its active versions are not loaded, and which versions those are
         self._errors: dict[str, tuple[str, tuple[str, ...]] | None] = {}
         # shadow questions wait here for the shadow thread; a full line skips them (counted)
@@ -150,7 +175,7 @@ class QueryEngine:
             loaded, self._errors[kb] = self._get(versions), None
             if versions["reasoner"] is not None and loaded is None:
                 key = self._key(versions)
-                self._errors[kb] = (self._failed[key], tuple(v for v in key if v is not None))
+                self._errors[kb] = self._failed[key]
             on_trial = None
             trials = trial_versions(self.db, kinds)
             for kind in kinds:
@@ -179,7 +204,9 @@ class QueryEngine:
                 loaded = self._loaded[key] = self._load(versions)
             except Exception as exc:  # a missing or corrupt artefact: the kb falls back, once logged
                 log.exception("the models reasoner %s, router %s did not load", key[1], key[0])
-                self._failed[key] = f"reasoner {key[1]}, router {key[0]}: {exc}"
+                broken = exc.version if isinstance(exc, _NotLoaded) else None
+                self._failed[key] = (f"reasoner {key[1]}, router {key[0]}: {exc}",
+                                     (broken,) if broken else tuple(v for v in key if v is not None))
         return loaded
 
     def load_error(self, kb: str) -> str | None:
@@ -194,14 +221,10 @@ class QueryEngine:
         return error[1] if error else ()
 
     def _load(self, versions: dict[str, tuple[str, str] | None]) -> Loaded:
-        from pathlib import Path
-
         reasoner_v = versions["reasoner"]
         assert reasoner_v is not None
-        reasoner = load_model(Path(reasoner_v[1]))
-        router = load_model(Path(versions["router"][1])) if versions["router"] else None
-        if not isinstance(reasoner, PathReasoner) or (router is not None and not isinstance(router, RelationRouter)):
-            raise ValueError("the registry's artefacts are not a router and a reasoner")
+        reasoner = _load_version(reasoner_v, PathReasoner)
+        router = _load_version(versions["router"], RelationRouter) if versions["router"] else None
         policy = PrecisionPolicy(device=self.device, mode=self.settings.query_precision)
         log.info("loaded reasoner %s, router %s", reasoner_v[0], versions["router"])
         return Loaded(router_version=versions["router"][0] if versions["router"] else None,
