@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,15 @@ from factloom.model.features import (
 from factloom.model.pathrank import Answer
 from factloom.model.precision import PrecisionPolicy
 from factloom.model.reasoner import PathReasoner, ReasonerConfig, decode_answers
-from factloom.model.router import GuessOutcomes, RelationPlan, RelationRouter, RouterConfig, select_subgraphs
+from factloom.model.router import (
+    GuessOutcomes,
+    RelationPlan,
+    RelationRouter,
+    RouterConfig,
+    RouterOutput,
+    relation_entropy,
+    select_subgraphs,
+)
 
 __all__ = ["LearnedPipeline", "Result", "save_model", "load_model", "plan_relations", "relation_vocabulary"]
 
@@ -103,6 +111,11 @@ class Result:
     answers: list[Answer]
     routed: Subgraph  # what the reasoner read
     candidate_edges: int
+    # per hop the question asks for (hop 1 first), the entropy in nats of the router's relation
+    # distribution (:func:`~factloom.model.router.relation_entropy`): over the kb's relation
+    # vocabulary where the router planned the retrieval, over the candidate graph's relations where
+    # it routed them; empty without a router (or a graph without relations)
+    attention_entropy: list[float] = field(default_factory=list)
 
 
 class LearnedPipeline:
@@ -131,6 +144,8 @@ class LearnedPipeline:
         self._plans: dict[tuple[str, ...], LRUCache[tuple[torch.Tensor, int]]] = {}  # per vocabulary
         self._outcomes: dict[tuple[str, ...], GuessOutcomes] = {}  # per vocabulary: how its guesses fare
         self._instructions: LRUCache[tuple[torch.Tensor, torch.Tensor]] = LRUCache(question_cache)
+        # each planned question's per-hop entropy, from :meth:`plan` to :meth:`run` (by its digest)
+        self._planned_entropy: LRUCache[list[float]] = LRUCache(max(question_cache, 1024))
         self._cache_lock = threading.Lock()  # batch workers share the caches
 
     def _calibrate(self, samples: Sequence[Sample]) -> None:
@@ -179,8 +194,12 @@ class LearnedPipeline:
             cache = self._plans.get(tuple(predicates))  # gone only if another batch evicted the vocabulary
             rows = cache.through(keys, compute) if cache is not None else compute(list(range(len(keys))))
             outcomes = self._outcomes.setdefault(tuple(predicates), GuessOutcomes())
-        return RelationPlan(vocabulary[0], torch.stack([r[0] for r in rows]), [r[1] for r in rows], keep, mass,
-                            outcomes)
+        logits = torch.stack([r[0] for r in rows])  # (B, T, R)
+        entropy = relation_entropy(logits).tolist()  # (B, T)
+        with self._cache_lock:
+            for (digest, _, _), hops, (_, depth) in zip(keys, entropy, rows, strict=True):
+                self._planned_entropy.keep(digest, hops[:depth])
+        return RelationPlan(vocabulary[0], logits, [r[1] for r in rows], keep, mass, outcomes)
 
     def _vocabulary(self, predicates: tuple[str, ...]) -> tuple[list[RelationKey], torch.Tensor]:
         # one kb's relation keys and their features, kept while its predicate list is unchanged
@@ -233,12 +252,19 @@ class LearnedPipeline:
         planned = list(planned) if planned is not None else [False] * len(samples)
         routed = [Subgraph(seeds=[], names=s.names, edges=s.edges) for s in samples]
         to_route = [i for i, p in enumerate(planned) if not p]
+        entropy: list[list[float]] = [[] for _ in samples]
+        if self.router is not None and any(planned):
+            with self._cache_lock:
+                for i in (i for i, p in enumerate(planned) if p):
+                    entropy[i] = self._planned_entropy.hit(_question_key(samples[i].qvec, samples[i].qtok)) or []
         if self.router is not None and to_route:
             cfg = self.router.config
             c = _to(collate([samples[i] for i in to_route], self.features), self.device)
             with self.policy.scope("router"):
                 out = self.router(c)
             chosen = select_subgraphs(c, out, threshold=cfg.threshold, budget=cfg.budget, max_hops=max_hops)
+            for i, hops in zip(to_route, _routed_entropy(out, max_hops), strict=True):
+                entropy[i] = hops if samples[i].edges else []
             for i, g in zip(to_route, chosen, strict=True):
                 # nothing reached the router's threshold: the reasoner reads the candidates
                 routed[i] = g if g.edges or not samples[i].edges else \
@@ -253,8 +279,22 @@ class LearnedPipeline:
             out2.stop[:, max_hops:] = 0
             out2.score = sum(out2.stop[c2.batch.batch, t] * out2.hops[t] for t in range(max_hops))  # type: ignore[assignment]
         answers = decode_answers(c2, out2, top_k=top_k)
-        return [Result(answers=a, routed=g, candidate_edges=len(s.edges))
-                for a, g, s in zip(answers, routed, samples, strict=True)]
+        return [Result(answers=a, routed=g, candidate_edges=len(s.edges), attention_entropy=h)
+                for a, g, s, h in zip(answers, routed, samples, entropy, strict=True)]
+
+
+def _routed_entropy(out: RouterOutput, max_hops: int) -> list[list[float]]:
+    """Per routed question, the entropy of each hop it asks for (``out.stop``'s hop count, as
+    :meth:`~factloom.model.router.RelationRouter.plan` reads it; every hop up to ``max_hops``
+    for routers without one) over the relations of its candidate graph."""
+    assert out.logits is not None
+    per_hop = relation_entropy(out.logits).cpu()  # (B, T)
+    hops = min(max_hops, per_hop.shape[1])
+    if out.stop is None:
+        return [row[:hops].tolist() for row in per_hop]
+    needed = out.stop.float().flip(-1).cumsum(-1).flip(-1).cpu()  # (B, T): P(t + 1 hops or more)
+    depth = [max(1, min(hops, int((n >= PLAN_MIN_HOP_MASS).sum()))) for n in needed]
+    return [row[:d].tolist() for row, d in zip(per_hop, depth, strict=True)]
 
 
 def _question_key(qvec: npt.NDArray[np.float32], qtok: npt.NDArray[np.float32] | None) -> bytes:

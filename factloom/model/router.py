@@ -21,7 +21,22 @@ from factloom.model.reasoner import (
     relation_path_loss,
 )
 
-__all__ = ["RouterConfig", "RelationRouter", "RouterOutput", "RelationPlan", "GuessOutcomes", "select_subgraphs"]
+__all__ = ["RouterConfig", "RelationRouter", "RouterOutput", "RelationPlan", "GuessOutcomes", "select_subgraphs",
+           "relation_entropy"]
+
+
+def relation_entropy(logits: Tensor) -> Tensor:
+    r"""Entropy in nats of each hop's relation distribution,
+    :math:`H = -\sum_r a_r \ln a_r` with :math:`a = \operatorname{softmax}(\text{logits})`: 0 where
+    one relation takes all the attention, :math:`\ln k` where ``k`` share it evenly. A relation
+    absent from the sample's graph is ``-inf`` and counts as :math:`0 \ln 0 = 0`; a hop with no
+    relation at all is 0 too.
+
+    Shapes: **logits** ``(..., R)``; **output** ``(...)``.
+    """
+    logp = torch.log_softmax(logits.float(), dim=-1)  # (..., R), -inf where absent, nan where all are
+    p = logp.exp().nan_to_num(0.0)
+    return -(p * logp.nan_to_num(0.0, neginf=0.0)).sum(-1) + 0.0  # + 0.0: no -0.0
 
 
 @dataclass
