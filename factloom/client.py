@@ -22,6 +22,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -158,6 +159,27 @@ class Client:
     def unlearned(self, kb: str = "default", kind: str = "scorer") -> int:
         """How many committed facts (answers marked) ``kb``'s active ``kind`` has not learned yet."""
         return int(self._call("GET", "/v1/models/learn", params={"kb": kb, "kind": kind})["new"])
+
+    def activate(self, version: str) -> dict[str, Any]:
+        """Serve ``version`` for its kind and kb (admin scope): a swap, a rollback by hand, or the end
+        of a trial (``promote`` is the same)."""
+        return self._call("POST", f"/v1/models/{quote(version, safe='')}/activate")  # type: ignore[no-any-return]
+
+    def trial(self, version: str, mode: str, share: float | None = None) -> dict[str, Any]:
+        """Put ``version`` on trial (admin scope): ``mode`` ``shadow``, ``ab`` (with ``share``), or
+        ``stop`` to take it off."""
+        path = f"/v1/models/{quote(version, safe='')}/{mode}"
+        if mode == "ab":
+            return self._call("POST", path, json={"share": share})  # type: ignore[no-any-return]
+        return self._call("POST", path)  # type: ignore[no-any-return]
+
+    def rollback(self, kb: str, kind: str) -> dict[str, Any]:
+        """Serve ``kb``'s last good ``kind`` again (admin scope)."""
+        return self._call("POST", "/v1/models/rollback", json={"kb": kb, "kind": kind})  # type: ignore[no-any-return]
+
+    def figures(self, version: str) -> dict[str, Any]:
+        """What ``version`` answered per role (active, ab, shadow), from every API process."""
+        return self._call("GET", f"/v1/models/{quote(version, safe='')}/figures")  # type: ignore[no-any-return]
 
     def review(self, **params: Any) -> dict[str, Any]:
         return self._call("GET", "/v1/review", params=params)  # type: ignore[no-any-return]
