@@ -29,6 +29,7 @@ from factloom.graph.store import check_kb
 from factloom.graph.types import Seed, Subgraph
 from factloom.learn.serving import Recorder
 from factloom.ledger import Database, Trial, active_versions, trial_versions
+from factloom.metrics import ROUTER_ENTROPY
 from factloom.model.batching import DynamicBatcher, Overloaded
 from factloom.model.embedder import Embedder, resolve_device
 from factloom.model.features import RelationFeatures, make_sample, questions_inputs
@@ -342,6 +343,8 @@ class QueryEngine:
             for i, result in zip(members, out, strict=True):
                 result.answers = result.answers[: jobs[i].top_k]
                 results[i] = result
+                for hop, entropy in enumerate(result.attention_entropy, start=1):
+                    ROUTER_ENTROPY.labels(hop=str(hop)).observe(entropy)
         return [Answered(results[i], graphs[i], retrieve_ms) for i in range(len(jobs))]
 
 
