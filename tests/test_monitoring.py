@@ -5,6 +5,7 @@ Prometheus scraping it."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -18,7 +19,9 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from prometheus_client import Counter, Gauge, Histogram
 
+from factloom import metrics as catalogue
 from factloom.config import Settings
 from factloom.ledger import Database
 from factloom.ledger.tables import AlertEvent
@@ -40,6 +43,7 @@ from tests.services import SLOT
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES_TEST = ROOT / "deploy" / "prometheus" / "rules_test.yml"
+DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "factloom.json"
 OPERATIONS = ROOT / "docs" / "operations.md"
 PROMETHEUS_PORT, ALERTMANAGER_PORT = 19090 + 100 * SLOT, 19093 + 100 * SLOT
 ALERTS = ("FactloomModelRolledBack", "FactloomLearnUpdatesFailing", "FactloomQueueBacklog", "FactloomHighErrorRate",
@@ -113,6 +117,25 @@ def test_every_alert_has_a_severity_a_summary_and_a_runbook_section() -> None:
         assert notes["summary"] and notes["description"], name
         page, _, anchor = notes["runbook"].partition("#")
         assert page == "docs/operations.md" and anchor == name.lower() and anchor in headings, name
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    """(panel title, PromQL) of every target, Grafana's variables put in as Grafana would."""
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    return [(p["title"], t["expr"].replace("$__rate_interval", "1m").replace("$kb", ".*"))
+            for p in panels if p["type"] != "row" for t in p["targets"]]
+
+
+@needs_promtool
+def test_the_dashboards_queries_are_valid_promql_over_the_whole_catalogue(tmp_path: Path) -> None:
+    queries = dashboard_queries()
+    recording = [{"record": f"dashboard:q{i}", "expr": expr} for i, (_, expr) in enumerate(queries)]
+    (tmp_path / "dashboard.yml").write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": recording}]}))
+    assert f"SUCCESS: {len(queries)} rules found" in tool("promtool", "check", "rules", str(tmp_path / "dashboard.yml"))
+    text = " ".join(expr for _, expr in queries)
+    for metric in (m for m in vars(catalogue).values() if isinstance(m, Counter | Gauge | Histogram)):
+        assert metric._name in text, f"no panel reads {metric._name}"
+    assert "factloom_queue_depth" in text and "factloom_submissions" in text
 
 
 @needs_amtool
@@ -312,6 +335,9 @@ def test_prometheus_scrapes_the_api_and_holds_the_rules(monitored: Settings) -> 
         f"{url}/api/v1/alertmanagers", timeout=10).json()["data"]["activeAlertmanagers"])
     assert managers == [{"url": f"http://127.0.0.1:{monitored.alertmanager_port}/api/v2/alerts"}]
     assert {"prometheus", "alertmanager"} <= {n for n, on in status(monitored).items() if on}
+    for title, expr in dashboard_queries():  # every panel's query runs on a real Prometheus
+        answer = httpx.get(f"{url}/api/v1/query", params={"query": expr}, timeout=10).json()
+        assert answer["status"] == "success", (title, expr, answer)
 
 
 @pytest.mark.integration
