@@ -489,16 +489,19 @@ def test_the_probes_are_the_apis_health_routes() -> None:
     assert port[api["readinessProbe"]["httpGet"]["port"]] == int(command[command.index("--port") + 1]) == 8000
 
 
-def test_the_api_keeps_its_metrics_directory_per_pod() -> None:
-    """Every API pod wipes PROMETHEUS_MULTIPROC_DIR at start: on the shared home the pods would wipe
-    and sum each other's counts."""
-    api = by_component(OBJECTS, "api")
-    container = containers(api, init=False)[0]
-    directory = env_of(OBJECTS, container)["PROMETHEUS_MULTIPROC_DIR"]
-    home = env_of(OBJECTS, container)["FACTLOOM_HOME"]
-    assert not Path(directory).is_relative_to(home)
+@pytest.mark.parametrize("component", ["api", "worker", "learner"])
+def test_metrics_directories_are_per_pod(component: str) -> None:
+    """The API wipes PROMETHEUS_MULTIPROC_DIR at start and a worker's main process serves what its
+    children write there: on the shared home the pods would wipe and sum each other's counts."""
+    from factloom.metrics import MULTIPROC_ENV
+
+    obj = by_component(OBJECTS, component)
+    container = containers(obj, init=False)[0]
+    env = env_of(OBJECTS, container)
+    directory = env[MULTIPROC_ENV]
+    assert not Path(directory).is_relative_to(env["FACTLOOM_HOME"])
     mount = next(m for m in container["volumeMounts"] if m["mountPath"] == directory)
-    volume = next(v for v in api["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
+    volume = next(v for v in obj["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
     assert "emptyDir" in volume
 
 
