@@ -13,6 +13,7 @@ import redis
 
 from factloom.config import Settings, get_settings
 from factloom.graph import Neo4jStore
+from factloom.learn.serving import Recorder
 from factloom.ledger import Database
 from factloom.model.embedder import Embedder
 from factloom.verify import VerdictRule
@@ -55,6 +56,11 @@ class WorkerContext:
     def redis(self) -> redis.Redis:
         """The broker's Redis, for locks and for reading what is queued."""
         return redis.Redis.from_url(self.settings.redis_url)
+
+    @cached_property
+    def figures(self) -> Recorder:
+        """What the scorer versions judged (the shadow's agreement among it), for the model monitor."""
+        return Recorder(self.redis)
 
     @cached_property
     def embedder(self) -> Embedder:

@@ -7,6 +7,7 @@ running a step twice (a redelivered message, the sweeper) changes nothing the se
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -64,6 +65,8 @@ def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
         checkers = ctx.checks.for_chunk(kb, claims)
         graph = ctx.store.current_facts(kb, {(c.subject, c.predicate) for c in claims})
         per_verifier = [_run(v, claims, graph, now) for v in checkers.verifiers]
+        _shadow_scorer(ctx, kb, claims, graph, now, next(
+            (r for v, r in zip(checkers.verifiers, per_verifier, strict=True) if v.name == "plausibility"), []))
         thresholds = checkers.thresholds()
         checks: list[CheckResult] = []
         verdicts: list[dict[str, object]] = []
@@ -125,6 +128,26 @@ def _count(kb: str, statuses: Sequence[Status], grid: Sequence[Sequence[Verifier
     for verifier, n in judged.items():
         VERIFIER_CHECKS.labels(verifier).inc(n)
         VERIFIER_ABSTENTIONS.labels(verifier).inc(abstained.get(verifier, 0))
+
+
+def _shadow_scorer(ctx: WorkerContext, kb: str, claims: Sequence[Claim], graph: GraphView, now: datetime,
+                   active: Sequence[VerifierResult]) -> None:
+    """A scorer on a shadow trial judges the chunk too, unseen: per claim its time and whether it
+    agrees with the active scorer (the same side of 0.5, or both abstaining) are recorded."""
+    shadow = ctx.checks.shadow_scorer(kb)
+    if shadow is None or not active:
+        return
+    version, verifier = shadow
+    t0 = time.perf_counter()
+    results = _run(verifier, claims, graph, now)
+    ms = (time.perf_counter() - t0) * 1000 / max(len(claims), 1)
+    for mine, theirs in zip(results, active, strict=True):
+        ctx.figures.answered(kb, [version], "shadow", ms, ok=not (mine.details or {}).get("error"))
+        ctx.figures.compared(kb, version, agreed=_side(mine) == _side(theirs))
+
+
+def _side(result: VerifierResult) -> bool | None:
+    return None if result.probability is None else result.probability >= 0.5
 
 
 def _run(verifier: Verifier, claims: Sequence[Claim], graph: GraphView, now: datetime) -> list[VerifierResult]:

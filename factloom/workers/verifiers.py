@@ -244,6 +244,14 @@ class CheckSetup:
                 types.setdefault(c.subject, set()).add(entity_key(c.object))
         return {k: sorted(v) for k, v in types.items()}
 
+    def canonical(self, kb: str, scorer: Verifier) -> Verifier:
+        return Canonical(scorer, lambda names: self.store.canonical_names(kb, names))
+
+    def shadow_scorer(self, kb: str) -> tuple[str, Verifier] | None:
+        """The kb's scorer version in shadow and its verifier, when one is on a shadow trial."""
+        shadow = self.registry.shadow("scorer", kb)
+        return (shadow.version, self.canonical(kb, shadow.model)) if shadow is not None else None
+
     def for_chunk(self, kb: str, claims: Sequence[Claim]) -> Checkers:
         cons = self.constraints(kb)
         scorer = self.registry.get("scorer", kb)
@@ -257,7 +265,7 @@ class CheckSetup:
         plausibility: Verifier = Abstaining("plausibility", f"no scorer trained for kb '{kb}'")
         if scorer is not None:
             floor = min(max(0.2, self.rule.reject + 0.05), (self.rule.reject + self.rule.accept) / 2)
-            plausibility = Canonical(scorer.model, lambda names: self.store.canonical_names(kb, names))
+            plausibility = self.canonical(kb, scorer.model)
             plausibility = plausibility if fusion else Floored(plausibility, floor=floor)
         verifiers: list[Verifier] = [
             self.consistency,
