@@ -19,13 +19,16 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from fastapi.testclient import TestClient
 from prometheus_client import Counter, Gauge, Histogram
 
 from factloom import metrics as catalogue
 from factloom.config import Settings
 from factloom.ledger import Database
 from factloom.ledger.tables import AlertEvent
-from factloom.platform.auth.service import authenticate, revoke_key
+from factloom.platform.admin.status import Bar, Sample, bar_chart, from_samples, quantile
+from factloom.platform.admin.users import create_user
+from factloom.platform.auth.service import authenticate, create_key, revoke_key
 from factloom.platform.migrate import migrate_sql
 from factloom.platform.monitoring import (
     ALERTMANAGER_YML,
@@ -372,3 +375,109 @@ def test_alertmanager_posts_an_alert_to_the_api_firing_then_resolved(monitored: 
     metrics = httpx.get(f"{monitored.base_url}/metrics", timeout=10).text
     counted = re.search(rf'factloom_alerts_received_total{{alertname="{name}",status="resolved"}} (\S+)', metrics)
     assert counted and float(counted.group(1)) >= 1
+
+
+# ---------------------------------------------------------------- the admin Status page
+
+
+def test_quantile_reads_buckets_as_histogram_quantile_does() -> None:
+    # the buckets of the latency rule's unit test, where promtool's histogram_quantile gives 2.125
+    assert quantile(0.95, [(0.5, 300), (1, 480), (2.5, 600), (float("inf"), 600)]) == pytest.approx(2.125)
+    assert quantile(0.5, [(0.1, 10), (float("inf"), 10)]) == pytest.approx(0.05)
+    assert quantile(0.95, [(0.1, 1), (1, 2), (float("inf"), 100)]) == 1  # past the last bound: that bound
+    assert quantile(0.95, [(0.1, 0), (float("inf"), 0)]) is None and quantile(0.95, []) is None
+
+
+def test_readings_sum_processes_and_leave_probes_out() -> None:
+    def h(route: str, status: str, bounds: dict[str, float]) -> list[Sample]:
+        labels = {"method": "POST", "route": route, "status": status}
+        return ([Sample("factloom_http_request_seconds_bucket", {**labels, "le": le}, n) for le, n in bounds.items()]
+                + [Sample("factloom_http_request_seconds_count", labels, bounds["+Inf"])])
+
+    found = [
+        *h("/v1/query", "200", {"0.5": 300, "1": 480, "2.5": 600, "+Inf": 600}),
+        *h("/v1/query", "503", {"0.5": 60, "1": 60, "2.5": 60, "+Inf": 60}),
+        *h("/metrics", "200", {"0.5": 9000, "1": 9000, "2.5": 9000, "+Inf": 9000}),
+        Sample("factloom_queue_depth", {"queue": "check"}, 700), Sample("factloom_queue_depth", {"queue": "learn"}, 0),
+        Sample("factloom_check_verdicts_total", {"kb": "a", "verdict": "accepted"}, 5),
+        Sample("factloom_check_verdicts_total", {"kb": "b", "verdict": "accepted"}, 2),
+        Sample("factloom_verifier_checks_total", {"verifier": "image"}, 10),
+        Sample("factloom_verifier_abstentions_total", {"verifier": "image"}, 9),
+        Sample("factloom_shadow_agreement_total", {"kb": "a", "version": "v2", "agree": "true"}, 3),
+        Sample("factloom_shadow_agreement_total", {"kb": "a", "version": "v2", "agree": "false"}, 1),
+        Sample("factloom_model_failing_periods", {"kb": "a", "kind": "scorer"}, 2),
+        Sample("factloom_router_attention_entropy_sum", {"hop": "1"}, 3.0),
+        Sample("factloom_router_attention_entropy_count", {"hop": "1"}, 4),
+    ]
+    got = from_samples(found)
+    assert [(b.label, b.value) for b in got.requests] == [("/v1/query", 660)]  # /metrics is no request
+    # summed over statuses: rank 0.95 * 660 = 627 lies in (1, 2.5], 87 of its 120: 1 + 1.5 * 87 / 120 s
+    assert [b.text for b in got.latency] == ["2088 ms"] and got.latency[0].tone == "bad"
+    assert got.errors[0].text == "9.1 %" and got.errors[0].tone == "bad"
+    assert [(b.label, b.tone) for b in got.queues] == [("check", "bad"), ("learn", "plain")]
+    assert got.verdicts == {"accepted": 7}
+    assert got.abstention[0].text == "90.0 % of 10" and got.agreement[0].text == "75.0 % of 4"
+    assert got.failing[0].tone == "bad" and got.entropy[0].text == "0.75 nats"
+    assert got.learn == [] and got.rollbacks == []
+
+
+def test_bar_chart_escapes_names() -> None:
+    svg = str(bar_chart([Bar("<script>x</script>", 1, "1 <b>")], label="l<"))
+    assert "<script>" not in svg and "&lt;script&gt;" in svg and "1 &lt;b&gt;" in svg
+    assert "Nothing counted yet" in str(bar_chart([], label="empty"))
+
+
+@pytest.fixture(scope="module")
+def admin_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, str]]:
+    """The app in-process on a ledger of its own (no Neo4j, no Redis): an admin and a reviewer, and an
+    alerts key."""
+    from factloom.platform.app import create_app
+
+    home: Path = tmp_path_factory.mktemp("status-home")
+    settings = Settings(_env_file=None, home=home, admin_secret="test-secret-" + "x" * 20,  # type: ignore[call-arg]
+                        neo4j_uri="bolt://127.0.0.1:9", redis_url="redis://127.0.0.1:9/0", query_warm_up=False)
+    migrate_sql(settings.sql_url)
+    db = Database(settings.sql_url)
+    create_user(db=db, name="ada", role="admin", password="admin-pass-1")
+    create_user(db=db, name="rita", role="reviewer", password="reviewer-pass")
+    token, _ = create_key(db=db, name="alertmanager", scopes=["alerts"])
+    db.dispose()
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        yield client, token
+
+
+def sign_in(client: TestClient, name: str, password: str) -> None:
+    client.cookies.clear()
+    token = re.search(r'name="csrf" value="([^"]+)"', client.get("/admin/login").text).group(1)  # type: ignore
+    done = client.post("/admin/login", data={"name": name, "password": password, "csrf": token, "next": "/admin/queue"},
+                       follow_redirects=False)
+    assert done.status_code == 303, done.text
+
+
+def test_the_status_page_lists_firing_alerts_first_and_draws_the_charts(admin_client: tuple[TestClient, str]) -> None:
+    client, token = admin_client
+    key = {"Authorization": f"Bearer {token}"}
+    old = one_alert("FactloomQueueBacklog", "cccc000011112222", labels={"alertname": "FactloomQueueBacklog",
+                                                                          "severity": "warning", "queue": "check"})
+    resolved = {**old, "status": "resolved", "endsAt": "2026-01-01T00:20:00Z"}
+    assert client.post("/v1/alerts", json=webhook_body(old), headers=key).status_code == 200
+    assert client.post("/v1/alerts", json=webhook_body(resolved, status="resolved"), headers=key).status_code == 200
+    rolled = one_alert("FactloomModelRolledBack", "dddd000011112222", annotations={
+        "summary": "kb films: the <scorer> was rolled back", "runbook": "docs/operations.md#factloommodelrolledback"})
+    assert client.post("/v1/alerts", json=webhook_body(rolled), headers=key).status_code == 200
+
+    sign_in(client, "rita", "reviewer-pass")
+    refused = client.get("/admin/status")
+    assert refused.status_code == 403 and "Status</a>" not in refused.text
+    sign_in(client, "ada", "admin-pass-1")
+    page = client.get("/admin/status")
+    assert page.status_code == 200 and 'href="/admin/status" class="active"' in page.text
+    assert re.search(r'id="firing-count">1<', page.text)
+    table = page.text[page.text.index('id="alerts"'):page.text.index("</table>")]
+    assert table.index("FactloomModelRolledBack") < table.index("FactloomQueueBacklog")  # firing first
+    assert table.count('class="alert-firing"') == 1 and table.count('class="alert-resolved"') == 1
+    assert "the &lt;scorer&gt; was rolled back" in table and "docs/operations.md#factloommodelrolledback" in table
+    # the page's own requests were counted: the request and latency charts have the alerts route
+    assert 'aria-label="requests per route"' in page.text and "/v1/alerts" in page.text
+    assert page.text.count("<svg") >= 3
+

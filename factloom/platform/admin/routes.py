@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from factloom.platform.admin import routes_auth, routes_graph, routes_ops, routes_review
+from factloom.platform.admin import routes_auth, routes_graph, routes_ops, routes_review, routes_status
 
 __all__ = ["router"]
 
 router = APIRouter()
-for _module in (routes_auth, routes_review, routes_graph, routes_ops):
+for _module in (routes_auth, routes_review, routes_graph, routes_ops, routes_status):
     router.include_router(_module.router)
