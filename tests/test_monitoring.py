@@ -73,8 +73,8 @@ def rules() -> dict[str, dict[str, Any]]:
 
 
 def local(tmp_path: Path, **changes: Any) -> Settings:
-    return Settings(_env_file=None, home=tmp_path, api_port=18123, prometheus_port=19990,  # type: ignore[call-arg]
-                    alertmanager_port=19993, **changes)
+    values = {"api_port": 18123, "prometheus_port": 19990, "alertmanager_port": 19993, **changes}
+    return Settings(_env_file=None, home=tmp_path, **values)  # type: ignore[call-arg]
 
 
 # ---------------------------------------------------------------- the files, checked by the real tools
@@ -481,3 +481,29 @@ def test_the_status_page_lists_firing_alerts_first_and_draws_the_charts(admin_cl
     assert 'aria-label="requests per route"' in page.text and "/v1/alerts" in page.text
     assert page.text.count("<svg") >= 3
 
+
+
+@needs_both
+def test_up_monitoring_starts_both_status_lists_them_and_down_stops_them(tmp_path: Path) -> None:
+    """What ``factloom up --monitoring``, ``status`` and ``down`` run, on a home of its own (no API:
+    Prometheus's scrape of it fails, which changes nothing here)."""
+    from factloom.platform.cli import build_parser
+    from factloom.platform.services import stop_all
+
+    assert build_parser().parse_args(["up", "--monitoring"]).monitoring is True
+    settings = local(tmp_path, prometheus_port=PROMETHEUS_PORT + 10, alertmanager_port=ALERTMANAGER_PORT + 10)
+    migrate_sql(settings.sql_url)
+    assert "prometheus" not in status(settings)  # neither running nor asked for
+    assert status(settings.model_copy(update={"monitoring": True}))["prometheus"] is False
+    try:
+        started = start_monitoring(settings)
+        states = status(settings)
+        assert states["prometheus"] and states["alertmanager"] and not states["api"]
+        assert (tmp_path / "monitoring" / "prometheus.yml").exists()
+        assert (tmp_path / "monitoring" / "alertmanager-key").stat().st_mode & 0o777 == 0o600
+        stop_all(settings)
+        assert all(s.pid() is None for s in started.values())
+        assert "prometheus" not in status(settings) and "alertmanager" not in status(settings)
+    finally:
+        for service in (PrometheusService(settings), AlertmanagerService(settings)):
+            service.stop()
