@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
+import redis
 from fastapi import APIRouter, Form, Request, Response
 
 from factloom.learn.monitor import feedback_hits
@@ -56,7 +57,10 @@ def models_page(request: Request, _: AdminOnly, resources: ResourcesDep, kb: str
     rows = [m for m in every if not kb or m.kb == kb]
     figures: dict[str, dict[str, Any]] = {}
     for m in [m for m in rows if m.status in SERVING and m.kb][:40]:
-        roles = models.figures(client=resources.redis, row=m)
+        try:
+            roles = models.figures(client=resources.redis, row=m)
+        except redis.RedisError:  # the page still lists and acts on versions while Redis is down
+            break
         right, marked = feedback_hits(resources.db, str(m.kb), m.id) if m.kind == "reasoner" else (0, 0)
         figures[m.id] = {"roles": {r: f for r, f in roles.items() if f.questions},
                          "hits": right / marked if marked else None, "marked": marked}
