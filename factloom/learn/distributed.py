@@ -36,7 +36,6 @@ Backend: NCCL where CUDA is available (one GPU a rank, ``LOCAL_RANK``), else glo
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import time
@@ -81,14 +80,6 @@ def _shared(store: Any, db: Any, kb: str, rank: int, world: int) -> tuple[list[T
     return facts, watermark
 
 
-def _digest(tensors: dict[str, torch.Tensor]) -> str:
-    digest = hashlib.sha256()
-    for name, t in sorted(tensors.items()):
-        digest.update(name.encode())
-        digest.update(t.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()
-
-
 def train_scorer_parallel(
     store: Any, db: Any, *, kb: str, models_dir: Path, rank: int = 64, epochs: int = 30, batch_size: int = 1000,
     valid_share: float = 0.1, seed: int = 0, negatives: int | None = None, fisher_facts: int = 5000,
@@ -101,7 +92,7 @@ def train_scorer_parallel(
     training facts the Fisher is measured on (``FACTLOOM_LEARN_REPLAY``, as the learner samples them);
     ``ewc_lambda``: the anchor's λ (the learner sets its own when it loads it).
     """
-    from factloom.model.distributed import parameter_digest, process_group
+    from factloom.model.distributed import digest, parameter_digest, process_group
     from factloom.model.ewc import ElasticWeights
     from factloom.model.scorer import ComplExScorer
 
@@ -119,7 +110,7 @@ def train_scorer_parallel(
     fisher = scorer.fisher(_sample(_known(scorer), fisher_facts, seed), distributed=True)
     scorer.model.cpu()
     fisher = {name: f.cpu() for name, f in fisher.items()}
-    print(f"rank {me}/{world}: parameters {parameter_digest(scorer.model)} fisher {_digest(fisher)} "
+    print(f"rank {me}/{world}: parameters {parameter_digest(scorer.model)} fisher {digest(fisher.items())} "
           f"fit {fit_seconds:.1f} s", flush=True)
     if me != 0:
         if world > 1:

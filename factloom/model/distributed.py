@@ -31,7 +31,7 @@ embedding table's included (:math:`|E| \cdot D` floats a step however few rows a
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -39,7 +39,7 @@ from torch import Tensor
 from torch import distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-__all__ = ["process_group", "shard", "all_reduce_sum_", "replicate", "parameter_digest"]
+__all__ = ["process_group", "shard", "all_reduce_sum_", "replicate", "digest", "parameter_digest"]
 
 
 def process_group() -> tuple[int, int]:
@@ -97,11 +97,16 @@ def replicate(module: torch.nn.Module, objective: Callable[..., Any]) -> torch.n
                                    device_ids=[device] if device.type == "cuda" else None)
 
 
+def digest(named: Iterable[tuple[str, Tensor]]) -> str:
+    """SHA-256 of names and tensor values, in the given order: equal on two replicas exactly when their
+    tensors are bit-identical."""
+    sha = hashlib.sha256()
+    for name, t in named:
+        sha.update(name.encode())
+        sha.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return sha.hexdigest()
+
+
 def parameter_digest(module: torch.nn.Module) -> str:
-    """SHA-256 of ``module``'s parameter names and values: equal on two replicas exactly when their
-    parameters are bit-identical."""
-    digest = hashlib.sha256()
-    for name, p in module.named_parameters():
-        digest.update(name.encode())
-        digest.update(p.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()
+    """:func:`digest` of ``module``'s named parameters."""
+    return digest(module.named_parameters())
