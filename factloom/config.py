@@ -129,6 +129,8 @@ class Settings(BaseSettings):
     monitor_error_margin: float = 0.05  # the error rate may exceed the parent's by this much
     monitor_latency_margin: float = 0.5  # p95 latency may exceed the parent's by this share (and 50 ms)
     monitor_hits_margin: float = 0.10  # feedback hits@1 may fall below the parent's by this much
+    # a scorer's share of facts decided automatically may fall (its rejected share rise) by this much
+    monitor_verdict_margin: float = 0.15
     ab_share: float = 0.1  # the share of an automatic A/B trial
     ab_auto: bool = True  # the monitor promotes or stops an A/B trial when its sequential test decides
     ab_margin: float = 0.02  # non-inferiority margin on feedback hits@1

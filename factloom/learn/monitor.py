@@ -11,7 +11,10 @@ The beat runs :func:`look` every ``monitor_period_s`` seconds. For each active `
 - its p95 latency exceeds its parent's by more than ``monitor_latency_margin`` (a share) and 50 ms
   (same minimum);
 - its feedback hits@1 (answers marked right among those it gave, ``reasoner`` only) is lower than its
-  parent's by more than ``monitor_hits_margin`` (with at least ``monitor_min_feedback`` marked).
+  parent's by more than ``monitor_hits_margin`` (with at least ``monitor_min_feedback`` marked);
+- its verdict mix (``scorer`` only: the fused verdicts of the facts it judged) decided a share of the
+  facts automatically lower than its parent's by more than ``monitor_verdict_margin``, or rejected
+  a share higher by more than that (with at least ``monitor_min_questions`` facts).
 
 The parent's figures are everything it answered while it served (:mod:`factloom.learn.serving`)
 and all the feedback on its answers; a parent without figures compares with nothing, so only the
@@ -34,6 +37,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -41,7 +45,7 @@ from typing import Any
 import redis
 from sqlalchemy import Integer, func, select
 
-from factloom.learn.serving import Figures, merged, read
+from factloom.learn.serving import Figures, merged, read, read_verdicts
 from factloom.ledger import (
     AnswerFeedback,
     Database,
@@ -73,6 +77,7 @@ class MonitorConfig:
     error_margin: float = 0.05
     latency_margin: float = 0.5
     hits_margin: float = 0.10
+    verdict_margin: float = 0.15
     ab_auto: bool = True
     ab_margin: float = 0.02
     ab_alpha: float = 0.05
@@ -82,6 +87,7 @@ class MonitorConfig:
         return cls(fail_periods=settings.monitor_fail_periods, min_questions=settings.monitor_min_questions,
                    min_feedback=settings.monitor_min_feedback, error_margin=settings.monitor_error_margin,
                    latency_margin=settings.monitor_latency_margin, hits_margin=settings.monitor_hits_margin,
+                   verdict_margin=settings.monitor_verdict_margin,
                    ab_auto=settings.ab_auto, ab_margin=settings.ab_margin, ab_alpha=settings.ab_alpha)
 
 
@@ -183,12 +189,30 @@ def _judge(db: Database, client: redis.Redis, config: MonitorConfig, row: ModelV
                 judgement.reasons.append(f"feedback hits@1 {right / marked:.3f} < parent's "
                                          f"{p_right / p_marked:.3f} − {config.hits_margin:g}")
 
+    mix = read_verdicts(client, kb, row.id) if kind == "scorer" else Counter()
+    if mix:
+        period_mix = mix - Counter({k[6:]: int(v) for k, v in state.items() if k.startswith("vsnap:")} if seen else {})
+        parent_mix = read_verdicts(client, kb, row.parent) if row.parent else Counter()
+        n, parent_n = sum(period_mix.values()), sum(parent_mix.values())
+        if n >= config.min_questions:
+            evidence = True
+            if parent_n >= config.min_questions:
+                auto, parent_auto = ((m["accepted"] + m["rejected"]) / max(sum(m.values()), 1)
+                                     for m in (period_mix, parent_mix))
+                if auto < parent_auto - config.verdict_margin:
+                    judgement.reasons.append(f"decided automatically {auto:.2f} < parent's {parent_auto:.2f} − "
+                                             f"{config.verdict_margin:g}")
+                if period_mix["rejected"] / n > parent_mix["rejected"] / parent_n + config.verdict_margin:
+                    judgement.reasons.append(f"rejected {period_mix['rejected'] / n:.2f} > parent's "
+                                             f"{parent_mix['rejected'] / parent_n:.2f} + {config.verdict_margin:g}")
+
     if judgement.reasons:
         judgement.state = "failed"
     elif evidence:
         judgement.state = "passed"
     state_fields: dict[str | bytes, str | int | float] = {"version": row.id, "looked_at": now}
     state_fields.update({f"snap:{k}": v for k, v in now_figures.as_fields("active").items()})
+    state_fields.update({f"vsnap:{k}": v for k, v in mix.items()})
     failing = int(state.get("failing", 0)) if seen else 0
     failing = failing + 1 if judgement.state == "failed" else 0 if judgement.state == "passed" else failing
     judgement.failing = state_fields["failing"] = failing

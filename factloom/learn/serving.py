@@ -2,11 +2,12 @@
 
 Every question a learned version answers is counted against that version and the role it answered
 in (``active``, ``ab``, ``shadow``): questions, failures and latency. A shadow answer is also
-compared with the active version's (same top answer or not). The counts gather in memory and a
-background thread adds them to one Redis hash per kb and version every second
-(``factloom:serving:{kb}:{version}``, fields ``{role}:{figure}``), so the figures of many API
-processes add up, survive a restart of any of them, and the monitor (:mod:`factloom.learn.monitor`)
-and the admin Models page read them from one place.
+compared with the active version's (same top answer or not). The check workers count the same way
+what a shadow scorer judged, and the fused verdicts of the facts the active scorer judged. The
+counts gather in memory and a background thread adds them to one Redis hash per kb and version
+every second (``factloom:serving:{kb}:{version}``, fields ``{role}:{figure}``), so the figures of
+many processes add up, survive a restart of any of them, and the monitor
+(:mod:`factloom.learn.monitor`) and the admin Models page read them from one place.
 
 Latency is kept as counts per bucket (:data:`LATENCY_EDGES_MS`), enough for a p95 to within a bucket.
 """
@@ -24,7 +25,8 @@ import redis
 
 from factloom.metrics import SERVED_QUESTIONS, SERVED_SECONDS, SHADOW_AGREEMENT
 
-__all__ = ["ROLES", "LATENCY_EDGES_MS", "Figures", "Recorder", "read", "in_ab", "serving_key", "merged"]
+__all__ = ["ROLES", "LATENCY_EDGES_MS", "Figures", "Recorder", "read", "in_ab", "serving_key", "merged",
+           "read_verdicts"]
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +97,19 @@ class Figures:
 
 
 def read(client: redis.Redis, kb: str, version: str) -> dict[str, Figures]:
-    """``role → Figures`` of ``version`` on ``kb``, as every API process flushed them (zeros where none)."""
-    raw = client.hgetall(serving_key(kb, version))
-    fields = {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()}  # type: ignore[union-attr]
+    """``role → Figures`` of ``version`` on ``kb``, as every process flushed them (zeros where none)."""
+    fields = _fields(client, kb, version)
     return {role: Figures.of_fields(fields, role) for role in ROLES}
+
+
+def read_verdicts(client: redis.Redis, kb: str, version: str) -> Counter[str]:
+    """How many facts the scorer ``version`` judged ended ``accepted``, ``rejected``, ``needs_review``."""
+    return Counter({k[8:]: n for k, n in _fields(client, kb, version).items() if k.startswith("verdict:")})
+
+
+def _fields(client: redis.Redis, kb: str, version: str) -> dict[str, int]:
+    raw = client.hgetall(serving_key(kb, version))
+    return {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()}  # type: ignore[union-attr]
 
 
 def in_ab(client_id: str, version: str, share: float) -> bool:
@@ -134,6 +145,11 @@ class Recorder:
             self._add(kb, version, {f"{role}:q": 1, f"{role}:err": 0 if ok else 1, f"{role}:b{_bucket(ms)}": 1})
             SERVED_QUESTIONS.labels(kb=kb, version=version, role=role).inc()
         SERVED_SECONDS.labels(kb=kb, role=role).observe(ms / 1000)
+
+    def decided(self, kb: str, version: str, verdicts: Sequence[str]) -> None:
+        """The fused verdicts of facts the scorer ``version`` judged (``accepted``, ``rejected``,
+        ``needs_review``)."""
+        self._add(kb, version, Counter(f"verdict:{v}" for v in verdicts))
 
     def compared(self, kb: str, version: str, *, agreed: bool) -> None:
         """A shadow answer of ``version`` was compared with the active version's top answer."""

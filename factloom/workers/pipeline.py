@@ -105,6 +105,9 @@ def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
             )
         # counted once the kb's verdicts are committed: a chunk retried after a failed write counts once
         _count(kb, [_VERDICT_STATUS[f.verdict] for f in all_fused], grid)
+        if checkers.versions.get("scorer"):  # the monitor compares a scorer's verdict mix with its parent's
+            ctx.figures.decided(kb, str(checkers.versions["scorer"]),
+                                [_VERDICT_STATUS[f.verdict].value for f in all_fused])
     if accepted:
         commit_submissions(ctx, accepted)
     return counts
