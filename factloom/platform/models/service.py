@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import contextlib
+from collections.abc import Collection, Iterator
 
 import redis
 from sqlalchemy import select
@@ -14,6 +15,17 @@ from factloom.platform.errors import Conflict, NotFound
 
 __all__ = ["list_models", "kb_of", "activate", "unlearned", "request_update", "try_version", "stop_trial",
            "roll_back", "figures", "get"]
+
+
+@contextlib.contextmanager
+def _registry_problems() -> Iterator[None]:
+    """The registry's refusals as problems: an unknown version 404, a version that cannot do it 409."""
+    try:
+        yield
+    except LookupError as exc:
+        raise NotFound(str(exc)) from exc
+    except ValueError as exc:
+        raise Conflict(str(exc)) from exc
 
 
 def list_models(*, db: Database, kind: str | None = None, kb: str | None = None,
@@ -47,33 +59,21 @@ def get(*, db: Database, version: str) -> ModelVersion:
 def activate(*, db: Database, version: str, actor: str) -> ModelVersion:
     """Serve ``version`` for its kind and kb from now on: the API and the check workers pick it up
     within seconds (their registry reads are cached for 5 and 10 s)."""
-    try:
+    with _registry_problems():
         return activate_version(db, version, actor=actor)
-    except LookupError as exc:
-        raise NotFound(str(exc)) from exc
-    except ValueError as exc:
-        raise Conflict(str(exc)) from exc
 
 
 def try_version(*, db: Database, version: str, mode: str, share: float = 0.0, actor: str) -> ModelVersion:
     """Put ``version`` on trial: ``shadow`` (answers beside the active version, unseen) or ``ab``
     (answers ``share`` of the kb's questions, sticky per API key); served within seconds."""
-    try:
+    with _registry_problems():
         return start_trial(db, version, mode=mode, share=share, actor=actor)
-    except LookupError as exc:
-        raise NotFound(str(exc)) from exc
-    except ValueError as exc:
-        raise Conflict(str(exc)) from exc
 
 
 def stop_trial(*, db: Database, version: str, actor: str) -> ModelVersion:
     """Take ``version`` off its trial; it stays a ``candidate``."""
-    try:
+    with _registry_problems():
         return end_trial(db, version, actor=actor)
-    except LookupError as exc:
-        raise NotFound(str(exc)) from exc
-    except ValueError as exc:
-        raise Conflict(str(exc)) from exc
 
 
 def roll_back(*, db: Database, kb: str, kind: str, actor: str, reason: str = "rolled back by hand") -> tuple[str, str]:
