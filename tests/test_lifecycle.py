@@ -22,6 +22,7 @@ from factloom.learn.serving import in_ab
 from factloom.ledger import AuditEvent, Database, ModelVersion, activate_version, register_version
 from factloom.model.embedder import Embedder
 from factloom.platform.services import Service, services
+from tests.test_admin_views import _sign_in
 from tests.test_api_errors import assert_problem
 from tests.test_platform import facts, wait_batch
 from tests.test_query_learned import QUESTIONS
@@ -210,17 +211,52 @@ def test_failing_learn_updates_for_three_periods_roll_back(db: Database, setting
             activate_version(db, versions["reasoner"], actor="test")
 
 
+def test_a_scorer_whose_verdict_mix_turns_is_rolled_back(db: Database, settings: Settings, tmp_path: Path) -> None:
+    from factloom.learn.serving import Recorder
+
+    client = redis.Redis.from_url(settings.redis_url)
+    kb = "lifecycle-verdicts"
+    (tmp_path / "s").write_bytes(b"a scorer")
+    parent = register_version(db, kind="scorer", kb=kb, artefact=tmp_path / "s", metrics={})
+    figures = Recorder(client)
+    figures.decided(kb, parent, ["accepted"] * 80 + ["rejected"] * 10 + ["needs_review"] * 10)
+    figures.flush()
+    child = register_version(db, kind="scorer", kb=kb, artefact=tmp_path / "s", metrics={}, parent=parent)
+    config = MonitorConfig(fail_periods=3, min_questions=20)
+
+    def period(verdicts: list[str]) -> dict[str, Any]:
+        figures.decided(kb, child, verdicts)
+        figures.flush()
+        return next(j for j in look(db, client, config) if j.get("version") == child)
+
+    like_parent = ["accepted"] * 24 + ["rejected"] * 3 + ["needs_review"] * 3
+    assert period(like_parent)["state"] == "passed"
+    turned = ["accepted"] * 5 + ["rejected"] * 20 + ["needs_review"] * 5
+    assert [(j["state"], j["failing"]) for j in (period(turned), period(turned))] == [("failed", 1), ("failed", 2)]
+    few = period(["accepted"] * 5)  # too few facts: no evidence, the count stays
+    assert (few["state"], few["failing"]) == ("unknown", 2)
+    judged = period(turned)
+    assert judged["failing"] == 3 and judged["rolled_back_to"] == parent
+    assert any("rejected 0.67 > parent's 0.10" in r for r in judged["reasons"]), judged
+    assert status(db, child) == "rolled_back" and status(db, parent) == "active"
+
+
 def test_a_scorer_in_shadow_judges_the_same_facts_unseen(api: httpx.Client, db: Database, store: Neo4jStore,
                                                           settings: Settings) -> None:
     from factloom.learn.verification import train_scorer
     from factloom.ledger import start_trial
 
-    shadowed, _ = train_scorer(store, db, kb=KB, models_dir=settings.models_dir, rank=8, epochs=3, progress=False)
-    active, _ = train_scorer(store, db, kb=KB, models_dir=settings.models_dir, rank=8, epochs=5, progress=False)
+    kb = "lifecycle-films"
+    films = [(f"Film {i}", "has_genre", ("Drama", "Comedy", "Horror")[i % 3]) for i in range(20)]
+    films += [(f"Film {i}", "directed_by", f"Director {i % 4}") for i in range(20)]
+    wait_batch(api, api.post("/v1/facts", json={"kb": kb, "facts": facts(films, "catalogue")}).json()["batch_id"])
+    shadowed, _ = train_scorer(store, db, kb=kb, models_dir=settings.models_dir, rank=8, epochs=2, progress=False)
+    active, _ = train_scorer(store, db, kb=kb, models_dir=settings.models_dir, rank=8, epochs=5, progress=False)
     start_trial(db, shadowed, mode="shadow", actor="test")
     time.sleep(settings.registry_refresh_s + 0.5)  # the workers re-read the registry this often
-    claims = [("anna", "spouse", "carl"), ("bob", "place_of_birth", "dover"), ("fay", "children", "dan")]
-    batch = api.post("/v1/facts", json={"kb": KB, "facts": facts(claims, "probe")}).json()["batch_id"]
+    claims = [("Film 1", "has_genre", "Horror"), ("Film 2", "directed_by", "Director 3"),
+              ("Film 30", "has_genre", "Drama")]  # the last one names a film no scorer saw: both abstain
+    batch = api.post("/v1/facts", json={"kb": kb, "facts": facts(claims, "probe")}).json()["batch_id"]
     wait_batch(api, batch)
     deadline = time.monotonic() + 15
     while (shadow := api.get(f"/v1/models/{shadowed}/figures").json()["roles"]["shadow"])["compared"] < len(claims):
@@ -236,6 +272,59 @@ def test_a_scorer_in_shadow_judges_the_same_facts_unseen(api: httpx.Client, db: 
     assert all(c.model_version != shadowed for c in checks)
     assert api.post(f"/v1/models/{shadowed}/stop").status_code == 200
     assert status(db, active) == "active"
+
+
+@pytest.fixture
+def admin_app(live: dict[str, Service], settings: Settings) -> Iterator[Any]:
+    """The admin UI of an app on the session's stores (Redis among them: the figures live there)."""
+    from fastapi.testclient import TestClient
+
+    from factloom.platform.app import create_app
+
+    with TestClient(create_app(settings.model_copy(update={"query_warm_up": False})),
+                    base_url="http://127.0.0.1") as client:
+        yield client
+
+
+def test_admin_tries_a_version_sees_its_figures_and_rolls_back(admin_app: Any, tmp_path: Path) -> None:
+    from factloom.learn.serving import Recorder
+    from factloom.ledger import list_versions
+    from factloom.platform.admin.users import create_user
+
+    client = admin_app
+    resources = client.app.state.resources
+    db = resources.db
+    create_user(db=db, name="lifecycle-admin", role="admin", password="admin-pass-1")
+    (tmp_path / "r").write_bytes(b"a reasoner")
+    parent = register_version(db, kind="reasoner", kb="trials", artefact=tmp_path / "r", metrics={})
+    child = register_version(db, kind="reasoner", kb="trials", artefact=tmp_path / "r", metrics={}, parent=parent)
+    trial = register_version(db, kind="reasoner", kb="trials", artefact=tmp_path / "r", metrics={}, activate=False)
+    figures = Recorder(resources.redis)
+    for ms in (30.0, 40.0, 900.0):
+        figures.answered("trials", [child], "active", ms)
+    figures.answered("trials", [trial], "ab", 20.0, ok=False)
+    figures.flush()
+    csrf = _sign_in(client, "lifecycle-admin", "admin-pass-1")
+    started = client.post(f"/admin/models/{trial}/trial", data={"csrf": csrf, "mode": "ab", "share": "20"},
+                          follow_redirects=True)
+    assert started.status_code == 200 and f"{trial} answers 20% of the questions of trials" in started.text
+    page = client.get("/admin/models", params={"kb": "trials"}).text
+    assert "ab 20 %" in page and '<svg class="versions"' in page and "Serving versions side by side" in page
+    assert "<b>active</b> 3 q · 0.0 % failed · p95 ≤ 1000 ms" in page
+    assert "<b>ab</b> 1 q · 100.0 % failed" in page
+    assert ">Stop</button>" in page and ">Promote</button>" in page and ">Roll back</button>" in page
+    assert client.post(f"/admin/models/{trial}/trial", data={"csrf": csrf, "mode": "stop"},
+                       follow_redirects=False).status_code == 303
+    assert client.post(f"/admin/models/{trial}/trial", data={"csrf": csrf, "mode": "stop"}).status_code == 409
+    assert client.post(f"/admin/models/{trial}/trial", data={"csrf": csrf, "mode": "oracle"}).status_code == 400
+    back = client.post("/admin/models/rollback", data={"csrf": csrf, "kb": "trials", "kind": "reasoner"},
+                       follow_redirects=True)
+    assert back.status_code == 200 and f"{child} rolled back: {parent} serves trials again" in back.text
+    assert {v.id: v.status for v in list_versions(db, kb="trials")} == {
+        parent: "active", child: "rolled_back", trial: "candidate"}
+    assert "Rolled back" in back.text and "rolled back by hand" in back.text
+    assert client.post("/admin/models/rollback", data={"csrf": "made-up", "kb": "trials", "kind": "reasoner"},
+                       follow_redirects=False).status_code == 403
 
 
 @pytest.fixture
