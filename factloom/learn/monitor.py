@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 
 KINDS = ("router", "reasoner", "scorer")
 ACTOR = "monitor"
+_LAST_LOOK = "factloom:monitor:last-look"
 _LATENCY_FLOOR_MS = 50.0
 
 
@@ -72,6 +73,9 @@ class MonitorConfig:
     """The ``monitor_*`` and ``ab_*`` settings (``factloom/config.py``)."""
 
     fail_periods: int = 3
+    # a look sooner than 0.8 periods after the last is skipped: looks queued behind other work and run
+    # back to back must not count as several periods (0: every look counts)
+    period_s: float = 0.0
     min_questions: int = 20
     min_feedback: int = 20
     error_margin: float = 0.05
@@ -84,7 +88,8 @@ class MonitorConfig:
 
     @classmethod
     def of(cls, settings: Any) -> MonitorConfig:
-        return cls(fail_periods=settings.monitor_fail_periods, min_questions=settings.monitor_min_questions,
+        return cls(fail_periods=settings.monitor_fail_periods, period_s=settings.monitor_period_s,
+                   min_questions=settings.monitor_min_questions,
                    min_feedback=settings.monitor_min_feedback, error_margin=settings.monitor_error_margin,
                    latency_margin=settings.monitor_latency_margin, hits_margin=settings.monitor_hits_margin,
                    verdict_margin=settings.monitor_verdict_margin,
@@ -227,7 +232,13 @@ def _decode(raw: dict[Any, Any]) -> dict[str, str]:
 
 def look(db: Database, client: redis.Redis, config: MonitorConfig) -> list[dict[str, Any]]:
     """One period: judge every active version, roll back where it failed ``fail_periods`` times in a
-    row, decide the A/B trials; what was judged and done, as dicts."""
+    row, decide the A/B trials; what was judged and done, as dicts (none when the last look was less
+    than 0.8 periods ago)."""
+    now = time.time()
+    last = client.get(_LAST_LOOK)
+    if config.period_s and last is not None and now - float(last) < 0.8 * config.period_s:
+        return []
+    client.set(_LAST_LOOK, now)
     with db.session() as session:
         rows = list(session.scalars(select(ModelVersion).where(
             ModelVersion.kind.in_(KINDS), ModelVersion.kb.is_not(None),

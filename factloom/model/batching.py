@@ -53,6 +53,11 @@ class DynamicBatcher(Generic[T, R]):
         return (f"{type(self).__name__}(max_batch={self.max_batch}, window_ms={self.window_s * 1000:g}, "
                 f"workers={len(self._threads)})")
 
+    @property
+    def waiting(self) -> int:
+        """Items waiting for a batch now (approximate)."""
+        return self._queue.qsize()
+
     def submit(self, item: T, timeout: float | None = 60.0) -> R:
         future: Future[R] = Future()
         try:

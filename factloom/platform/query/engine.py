@@ -10,6 +10,7 @@ selection."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -103,6 +104,13 @@ class _Job:
     top_k: int
 
 
+class _Pending:
+    """The models asked for are loading on a thread of their own."""
+
+
+_PENDING = _Pending()
+
+
 class _NotLoaded(ValueError):
     def __init__(self, version: str, why: str) -> None:
         super().__init__(why)
@@ -139,11 +147,13 @@ class QueryEngine:
         self._loaded: dict[tuple[str | None, str], Loaded] = {}
         # versions whose artefacts did not load: why, and which of them failed
         self._failed: dict[tuple[str | None, str], tuple[str, tuple[str, ...]]] = {}
+        self._loading: set[tuple[str | None, str]] = set()  # versions loading on a thread of their own
         # kb → why its active versions are not loaded, and which versions those are
         self._errors: dict[str, tuple[str, tuple[str, ...]] | None] = {}
         # shadow questions wait here for the shadow thread; a full line skips them (counted)
         self._shadows: queue.Queue[_Shadow] = queue.Queue(maxsize=max(1, settings.shadow_max_waiting))
         self.shadow_skipped = 0
+        self._shadow_seen = self._shadow_taken = 0  # questions offered to the shadow, and those it answers
         self._shadow_thread: threading.Thread | None = None
         self._predicates: dict[tuple[int, str], tuple[float, list[str]]] = {}
         # the question encoder is the process's, shared by every kb: its precision is checked once
@@ -165,6 +175,9 @@ class QueryEngine:
         return self._look_up(kb)[1]
 
     def _look_up(self, kb: str) -> tuple[Loaded | None, OnTrial | None]:
+        """The kb's active and trial models, from a registry read at most every few seconds. A new
+        version loads on a thread of its own while the one before keeps answering (the kb's first
+        version, with nothing to answer meanwhile, loads at once)."""
         now = time.monotonic()
         with self._lock:
             hit = self._looked_up.get(kb)
@@ -173,19 +186,24 @@ class QueryEngine:
             kinds = ("router", "reasoner")
             active = active_versions(self.db, kinds)
             versions = {kind: active.get((kind, kb)) for kind in kinds}
-            loaded, self._errors[kb] = self._get(versions), None
-            if versions["reasoner"] is not None and loaded is None:
-                key = self._key(versions)
-                self._errors[kb] = self._failed[key]
+            serving = hit[1] if hit else None
+            loaded, self._errors[kb] = self._get(versions, wait=serving is None), None
+            pending = loaded is _PENDING
+            if isinstance(loaded, _Pending):
+                loaded = serving
+            elif versions["reasoner"] is not None and loaded is None:
+                self._errors[kb] = self._failed[self._key(versions)]
             on_trial = None
             trials = trial_versions(self.db, kinds)
             for kind in kinds:
                 trial = trials.get((kind, kb))
                 if loaded is not None and trial is not None:
-                    swapped = self._get({**versions, kind: (trial.version, trial.artefact)})
-                    on_trial = OnTrial(trial, swapped) if swapped is not None else None
+                    swapped = self._get({**versions, kind: (trial.version, trial.artefact)}, wait=False)
+                    pending = pending or swapped is _PENDING
+                    on_trial = OnTrial(trial, swapped) if isinstance(swapped, Loaded) else None
                     break
-            self._looked_up[kb] = (now, loaded, on_trial)
+            # while a version loads, look again shortly rather than after the whole TTL
+            self._looked_up[kb] = (now - _REGISTRY_TTL_S + 0.25 if pending else now, loaded, on_trial)
             return loaded, on_trial
 
     @staticmethod
@@ -194,21 +212,39 @@ class QueryEngine:
         assert reasoner is not None
         return (versions["router"][0] if versions["router"] else None, reasoner[0])
 
-    def _get(self, versions: dict[str, tuple[str, str] | None]) -> Loaded | None:
-        """The models of ``versions``, loaded once; ``None`` without a reasoner or when they did not load."""
+    def _get(self, versions: dict[str, tuple[str, str] | None], *, wait: bool) -> Loaded | _Pending | None:
+        """The models of ``versions``, loaded once; ``None`` without a reasoner or when they did not
+        load; :data:`_PENDING` while they load on a thread of their own (``wait=False``)."""
         if versions["reasoner"] is None:
             return None
         key = self._key(versions)
-        loaded = self._loaded.get(key)
-        if loaded is None and key not in self._failed:
-            try:
-                loaded = self._loaded[key] = self._load(versions)
-            except Exception as exc:  # a missing or corrupt artefact: the kb falls back, once logged
-                log.exception("the models reasoner %s, router %s did not load", key[1], key[0])
-                broken = exc.version if isinstance(exc, _NotLoaded) else None
-                self._failed[key] = (f"reasoner {key[1]}, router {key[0]}: {exc}",
-                                     (broken,) if broken else tuple(v for v in key if v is not None))
-        return loaded
+        if key in self._loaded or key in self._failed:
+            return self._loaded.get(key)
+        if wait:
+            self._load_into(key, versions)
+            return self._loaded.get(key)
+        if key not in self._loading:
+            self._loading.add(key)
+            threading.Thread(target=self._load_into, args=(key, versions, True), name="query-model-load",
+                             daemon=True).start()
+        return _PENDING
+
+    def _load_into(self, key: tuple[str | None, str], versions: dict[str, tuple[str, str] | None],
+                   background: bool = False) -> None:
+        try:
+            loaded = self._load(versions)
+        except Exception as exc:  # a missing or corrupt artefact: the kb falls back, once logged
+            log.exception("the models reasoner %s, router %s did not load", key[1], key[0])
+            broken = exc.version if isinstance(exc, _NotLoaded) else None
+            failed = (f"reasoner {key[1]}, router {key[0]}: {exc}",
+                      (broken,) if broken else tuple(v for v in key if v is not None))
+            with self._lock if background else contextlib.nullcontext():
+                self._failed[key] = failed
+                self._loading.discard(key)
+            return
+        with self._lock if background else contextlib.nullcontext():
+            self._loaded[key] = loaded
+            self._loading.discard(key)
 
     def load_error(self, kb: str) -> str | None:
         """Why the kb's active learned models are not loaded, when they failed to (as of the last
@@ -242,7 +278,14 @@ class QueryEngine:
     def shadow(self, on_trial: OnTrial, question: str, seeds: Sequence[Seed], *, store: Neo4jStore, kb: str,
                max_hops: int, max_edges: int, as_of: datetime | None, top_k: int, active_top: str | None) -> None:
         """Answer the question again with the shadow version, later, on the shadow thread: its
-        latency and whether its top answer is the active one's are recorded, its answer dropped."""
+        latency and whether its top answer is the active one's are recorded, its answer dropped.
+        Only every 1/``shadow_sample``-th question is answered again, and only when no question
+        waits for the batcher then: the shadow runs on capacity the answers do not need."""
+        with self._lock:
+            self._shadow_seen += 1
+            if self._shadow_seen * self.settings.shadow_sample < self._shadow_taken + 1:
+                return
+            self._shadow_taken += 1
         try:
             self._shadows.put_nowait(_Shadow(on_trial, kb, question, list(seeds), store, max_hops, max_edges, as_of,
                                              top_k, active_top))
@@ -258,6 +301,9 @@ class QueryEngine:
         while True:
             job = self._shadows.get()
             version = job.on_trial.trial.version
+            if self.batcher.waiting:
+                self.shadow_skipped += 1  # questions wait for an answer: the shadow gives way to them
+                continue
             t0 = time.perf_counter()
             try:
                 answered = self.run(job.on_trial.loaded, job.question, job.seeds, store=job.store, kb=job.kb,
