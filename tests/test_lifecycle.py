@@ -53,6 +53,16 @@ def wait_served(client: httpx.Client, version: str, within_s: float = 20.0) -> f
     return time.monotonic() - t0
 
 
+def wait_figures(api: httpx.Client, version: str, role: str, figure: str, at_least: int) -> dict[str, Any]:
+    """``version``'s figures in ``role`` once ``figure`` reached ``at_least`` (each API process adds
+    its counts to Redis every second)."""
+    deadline = time.monotonic() + 15
+    while (found := api.get(f"/v1/models/{version}/figures").json()["roles"][role])[figure] < at_least:
+        assert time.monotonic() < deadline, (role, found)
+        time.sleep(0.3)
+    return found  # type: ignore[no-any-return]
+
+
 def status(db: Database, version: str) -> str:
     with db.session() as session:
         row = session.get(ModelVersion, version)
@@ -102,15 +112,11 @@ def test_shadow_answers_beside_the_active_version_and_never_changes_a_response(
         assert [x["score"] for x in a["answers"]] == pytest.approx([x["score"] for x in b["answers"]], abs=2e-3)
     sampled = int(len(ASKED) * settings.shadow_sample)  # a shadow answers every 1/sample-th question
     assert sampled >= 1
-    deadline = time.monotonic() + 15
-    while (shadow := api.get(f"/v1/models/{versions['weak']}/figures").json()["roles"]["shadow"])["compared"] \
-            < sampled:
-        assert time.monotonic() < deadline, shadow
-        time.sleep(0.5)
+    shadow = wait_figures(api, versions["weak"], "shadow", "compared", sampled)
     assert shadow["questions"] >= shadow["compared"] and shadow["errors"] == 0 and shadow["p95_ms"] is not None
     assert 0.0 <= shadow["agreement"] <= 1.0
-    active = api.get(f"/v1/models/{versions['reasoner']}/figures").json()["roles"]["active"]
-    assert active["questions"] >= 2 * len(ASKED) and active["errors"] == 0
+    active = wait_figures(api, versions["reasoner"], "active", "questions", 2 * len(ASKED))
+    assert active["errors"] == 0
     metrics = api.get("/metrics").text
     assert re.search(rf'factloom_shadow_agreement_total{{.*version="{versions["weak"]}"', metrics)
     stopped = api.post(f"/v1/models/{versions['weak']}/stop")
@@ -139,8 +145,7 @@ def test_ab_sends_its_share_of_keys_to_the_candidate_sticky_per_key(
     for _ in range(10):  # sticky: each key stays on its side
         assert served(inside) == versions["weak"]
         assert served(outside) == versions["reasoner"]
-    figures = api.get(f"/v1/models/{versions['weak']}/figures").json()["roles"]
-    assert figures["ab"]["questions"] >= 10
+    wait_figures(api, versions["weak"], "ab", "questions", 10)
     assert api.post(f"/v1/models/{versions['weak']}/stop").status_code == 200
     wait_served(inside, versions["reasoner"])
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -110,8 +111,10 @@ def train_scorer_parallel(
     fisher = scorer.fisher(_sample(_known(scorer), fisher_facts, seed), distributed=True)
     scorer.model.cpu()
     fisher = {name: f.cpu() for name, f in fisher.items()}
-    print(f"rank {me}/{world}: parameters {parameter_digest(scorer.model)} fisher {digest(fisher.items())} "
-          f"fit {fit_seconds:.1f} s", flush=True)
+    # one write with its newline: the ranks share torchrun's stdout
+    sys.stdout.write(f"rank {me}/{world}: parameters {parameter_digest(scorer.model)} fisher "
+                     f"{digest(fisher.items())} fit {fit_seconds:.1f} s\n")
+    sys.stdout.flush()
     if me != 0:
         if world > 1:
             dist.barrier()  # rank 0 saves and registers meanwhile
