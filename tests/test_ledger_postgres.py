@@ -50,3 +50,42 @@ def test_ledger_on_postgres(postgres_url: str) -> None:
             review.decide(db=db, submission_id=first.ids[0], decision="accept", reason="", reviewer="pg")
     finally:
         db.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def ledger_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path_factory.mktemp('ledger')}/ledger.db"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+def test_every_ledger_instant_is_read_back_in_utc_and_compares_as_one(ledger_url: str) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from sqlalchemy import select
+
+    from factloom.ledger import IngestBatch
+
+    migrate_sql(ledger_url)
+    db = Database(ledger_url)
+    noon_in_paris = datetime(2026, 1, 1, 12, 0, tzinfo=timezone(timedelta(hours=1)))
+    try:
+        with db.session() as session:
+            session.add_all([IngestBatch(id="tz-aware", kb="tz", count=1, created_at=noon_in_paris),
+                             IngestBatch(id="tz-naive", kb="tz", count=1, created_at=datetime(2026, 1, 1, 11, 0))])
+        with db.session() as session:
+            aware, naive = session.get(IngestBatch, "tz-aware"), session.get(IngestBatch, "tz-naive")
+            assert aware is not None and naive is not None
+            # the same instant, in UTC, aware of it, on either database (a naive value is taken as UTC)
+            assert aware.created_at == naive.created_at == datetime(2026, 1, 1, 11, 0, tzinfo=timezone.utc)
+            assert aware.created_at.utcoffset() == timedelta(0)
+            after = select(IngestBatch.id).where(IngestBatch.kb == "tz").order_by(IngestBatch.id)
+            just_before = noon_in_paris - timedelta(seconds=1)
+            assert session.scalars(after.where(IngestBatch.created_at > just_before)).all() == ["tz-aware", "tz-naive"]
+            assert session.scalars(after.where(IngestBatch.created_at > noon_in_paris)).all() == []
+            assert session.scalars(after.where(IngestBatch.created_at > datetime(2026, 1, 1, 10, 59))).all() == \
+                ["tz-aware", "tz-naive"]
+    finally:
+        with db.session() as session:
+            session.query(IngestBatch).filter(IngestBatch.kb == "tz").delete()
+        db.dispose()

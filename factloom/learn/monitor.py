@@ -161,7 +161,7 @@ def _judge(db: Database, client: redis.Redis, config: MonitorConfig, row: ModelV
     judgement = Judgement(kb, kind, row.id, "unknown")
     seen = state.get("version") == row.id
     # the period: since the last look at this version, or (the first look) since it was created
-    last = float(state["looked_at"]) if seen else _aware(row.created_at).timestamp()
+    last = float(state["looked_at"]) if seen else row.created_at.timestamp()
     now = time.time()
     evidence = False
 
@@ -320,8 +320,3 @@ def _set_failing_gauge(judgement: Judgement) -> None:
 
 def _count_rollback(judgement: Judgement) -> None:
     MODEL_ROLLBACKS.labels(kb=judgement.kb, kind=judgement.kind).inc()
-
-
-def _aware(instant: datetime) -> datetime:
-    """A ledger timestamp as UTC (SQLite gives them back without their zone)."""
-    return instant if instant.tzinfo is not None else instant.replace(tzinfo=timezone.utc)

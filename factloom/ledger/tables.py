@@ -12,12 +12,25 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, func
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    func,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 __all__ = [
     "Base", "Status", "DECISIONS_THAT_HOLD", "IngestBatch", "FactSubmission", "CheckResult", "ReviewDecision",
-    "AuditEvent", "ModelVersion", "VersionStatus", "AnswerFeedback", "ApiKey", "AlertEvent", "utcnow", "new_id",
+    "AuditEvent", "ModelVersion", "VersionStatus", "AnswerFeedback", "ApiKey", "AlertEvent", "UtcDateTime", "utcnow",
+    "new_id",
 ]
 
 
@@ -39,8 +52,32 @@ class Status(str, enum.Enum):
     committed = "committed"
 
 
+class UtcDateTime(TypeDecorator[datetime]):
+    """Every ledger instant, in UTC and aware of it, whatever the database keeps.
+
+    PostgreSQL keeps the zone (``timestamptz``); SQLite keeps none and hands back a naive value.
+    Written: converted to UTC (a naive value is taken as UTC already). Read: a naive value gets the
+    UTC zone, an aware one is converted to UTC. Comparisons in queries go through the same
+    conversion, so Python code never sees a naive ledger instant.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
 class Base(DeclarativeBase):
-    type_annotation_map = {dict[str, Any]: JSON, datetime: DateTime(timezone=True)}
+    type_annotation_map = {dict[str, Any]: JSON, datetime: UtcDateTime()}
 
 
 class IngestBatch(Base):

@@ -32,11 +32,6 @@ _VERDICT_STATUS = {
 }
 
 
-def _aware(value: datetime | None) -> datetime | None:
-    # SQLite returns naive datetimes; the ledger writes only UTC
-    return value.replace(tzinfo=timezone.utc) if value is not None and value.tzinfo is None else value
-
-
 def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
     """Run every verifier on the submissions still waiting for a check; commit the accepted ones."""
     with ctx.db.session() as session:
@@ -54,7 +49,7 @@ def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
                 Claim(
                     submission_id=row.id, fact_id=row.fact_id, subject=row.subject,
                     predicate=row.predicate, object=row.object, source=row.source,
-                    valid_from=_aware(row.valid_from), valid_to=_aware(row.valid_to),
+                    valid_from=row.valid_from, valid_to=row.valid_to,
                     evidence_text=(row.evidence or {}).get("text"), image_path=_image_of(row.evidence),
                 )
             )
@@ -222,7 +217,7 @@ def _write(row: FactSubmission, functional: Sequence[str], beside: bool = False)
     return FactWrite(
         fact_id=row.fact_id, subject=row.subject, predicate=row.predicate, object=row.object,
         source=row.source, confidence=row.probability if row.probability is not None else 1.0,
-        valid_from=_aware(row.valid_from), valid_to=_aware(row.valid_to),
+        valid_from=row.valid_from, valid_to=row.valid_to,
         # a checked or reviewed value of a functional predicate replaces the current one, unless
         # the reviewer kept both
         supersede=row.predicate in functional and not beside,

@@ -36,7 +36,7 @@ class BatchRow:
         committed = self.counts.get("committed", 0)
         if not committed or self.last_commit is None:
             return None
-        seconds = (_utc(self.last_commit) - _utc(self.created_at)).total_seconds()
+        seconds = (self.last_commit - self.created_at).total_seconds()
         return committed / max(seconds, 0.001)
 
 
@@ -49,10 +49,6 @@ class Throughput:
     @property
     def per_minute_avg(self) -> float:
         return self.committed_last_hour / max(len(self.per_minute), 1)
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
 
 
 def list_batches(*, db: Database, kb: str = "", limit: int = 50, before: str = "") -> list[BatchRow]:
@@ -94,7 +90,7 @@ def throughput(*, db: Database, now: datetime | None = None, minutes: int = 60) 
         for stamp in stamps:
             if stamp is None:
                 continue
-            slot = int((_utc(stamp) - start).total_seconds() // 60)
+            slot = int((stamp - start).total_seconds() // 60)
             per_minute[min(max(slot, 0), minutes - 1)] += 1
         totals = {s.value: int(n) for s, n in session.execute(
             select(FactSubmission.status, func.count()).group_by(FactSubmission.status))}

@@ -125,16 +125,10 @@ def decode_cursor(text: str, sort: str) -> tuple[Any, str] | None:
         return None
     if sort in ("oldest", "newest"):
         try:
-            return _utc(datetime.fromisoformat(value)), row_id
+            return datetime.fromisoformat(value), row_id  # bound as UTC by the column type
         except (TypeError, ValueError):
             return None
     return (float(value), row_id) if isinstance(value, int | float) else None
-
-
-def _utc(value: datetime) -> datetime:
-    # the ledger writes UTC; SQLite hands it back naive, PostgreSQL aware. Bind aware UTC values:
-    # PostgreSQL would read a naive one in the session's time zone, SQLite stores the digits alone
-    return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 # ---------------------------------------------------------------- rows and pages
@@ -216,7 +210,7 @@ def _ordered(sort: str, forward: bool) -> list[Any]:
 
 def _cursor_of(sort: str, row: FactSubmission) -> str:
     if sort in ("oldest", "newest"):
-        return encode_cursor(sort, _utc(row.created_at), row.id)
+        return encode_cursor(sort, row.created_at, row.id)
     return encode_cursor(sort, -1.0 if row.probability is None else row.probability, row.id)
 
 
@@ -281,7 +275,7 @@ def neighbours(
         row = session.get(FactSubmission, submission_id)
         if row is None:
             return None, None
-        value: Any = _utc(row.created_at) if filters.sort in ("oldest", "newest") else (
+        value: Any = row.created_at if filters.sort in ("oldest", "newest") else (
             -1.0 if row.probability is None else row.probability)
         where = _where(filters, now)
         found: list[str | None] = []

@@ -47,11 +47,6 @@ MAX_KEY_DAYS = 3660
 KEY_CACHE_SIZE = 4096
 
 
-def _utc(moment: datetime) -> datetime:
-    # SQLite hands back naive datetimes for DateTime(timezone=True) columns; the ledger writes UTC
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
-
-
 @dataclass(frozen=True, slots=True)
 class Principal:
     """Who a request acts as: a key's id and name, its scopes and the kbs it may touch (``None``:
@@ -111,9 +106,9 @@ class KeyInfo:
     def of(cls, row: ApiKey) -> KeyInfo:
         return cls(
             id=row.id, name=row.name, prefix=row.prefix, scopes=row.scopes.split(","),
-            kbs=sorted(row.kbs) if row.kbs is not None else None, created_at=_utc(row.created_at),
-            expires_at=_utc(row.expires_at) if row.expires_at else None,
-            revoked_at=_utc(row.revoked_at) if row.revoked_at else None,
+            kbs=sorted(row.kbs) if row.kbs is not None else None, created_at=row.created_at,
+            expires_at=row.expires_at if row.expires_at else None,
+            revoked_at=row.revoked_at if row.revoked_at else None,
         )
 
 
@@ -188,7 +183,7 @@ def _principal(row: ApiKey) -> Principal:
     return Principal(
         key_id=row.id, name=row.name, scopes=frozenset(row.scopes.split(",")),
         kbs=frozenset(row.kbs) if row.kbs is not None else None,
-        expires_at=_utc(row.expires_at) if row.expires_at else None,
+        expires_at=row.expires_at if row.expires_at else None,
     )
 
 
@@ -259,10 +254,10 @@ def rotate_key(*, db: Database, key_id: str, actor: str, expires_at: datetime | 
             raise NotFound(f"no API key {key_id}")
         if old.revoked_at is not None:
             raise Conflict(f"API key {key_id} is revoked; create a new one")
-        if old.expires_at is not None and _utc(old.expires_at) <= now:
+        if old.expires_at is not None and old.expires_at <= now:
             raise Conflict(f"API key {key_id} has expired; create a new one")
         token, row = _new_row(old.name, old.scopes.split(","), old.kbs,
-                              expires_at or (_utc(old.expires_at) if old.expires_at else None))
+                              expires_at or (old.expires_at if old.expires_at else None))
         old.revoked_at = now
         session.add(row)
         session.flush()
@@ -326,6 +321,6 @@ def authenticate(*, db: Database, token: str) -> Principal:
         row = session.scalar(select(ApiKey).where(ApiKey.prefix == prefix))
         if row is None or row.revoked_at is not None or not hmac.compare_digest(row.key_hash, key_hash(token)):
             raise Unauthorized("unknown or revoked API key")
-        if row.expires_at is not None and _utc(row.expires_at) <= datetime.now(timezone.utc):
+        if row.expires_at is not None and row.expires_at <= datetime.now(timezone.utc):
             raise Unauthorized("this API key has expired")
         return _principal(row)
