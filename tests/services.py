@@ -63,6 +63,8 @@ def make_settings(home: Path) -> Settings:
         # the model monitor judges periods of live traffic: tests/test_lifecycle.py runs it with a short
         # period on a beat of its own; the session's beat leaves every other test's versions alone
         monitor_period_s=3600.0,
+        # a shadow answers every question the tests ask (it still gives way while others wait)
+        shadow_sample=1.0,
         # the suite's many deliberate bad keys (schemathesis among them) come from one address; the
         # failed-authentication limit is tested on an API of its own (tests/test_rate_limits.py)
         auth_failure_limit=0,

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import DateTime, Enum, Integer, Table, func, insert, select, text
 
 from factloom.ledger.db import Database
-from factloom.ledger.tables import Base
+from factloom.ledger.tables import Base, UtcDateTime
 
 __all__ = ["TABLES", "dump_table", "restore_tables", "row_counts"]
 
@@ -43,7 +43,7 @@ def dump_table(db: Database, table: Table) -> Iterator[dict[str, Any]]:
 def _typed(table: Table) -> Callable[[dict[str, Any]], dict[str, Any]]:
     converters: dict[str, Callable[[Any], Any]] = {}
     for column in table.columns:
-        if isinstance(column.type, DateTime):
+        if isinstance(column.type, UtcDateTime | DateTime):
             converters[column.name] = datetime.fromisoformat
         elif isinstance(column.type, Enum) and column.type.enum_class is not None:
             converters[column.name] = column.type.enum_class

@@ -30,12 +30,17 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 __all__ = [
     "Base", "Status", "DECISIONS_THAT_HOLD", "IngestBatch", "FactSubmission", "CheckResult", "ReviewDecision",
     "AuditEvent", "ModelVersion", "VersionStatus", "AnswerFeedback", "ApiKey", "AlertEvent", "UtcDateTime", "utcnow",
-    "new_id",
+    "as_utc", "new_id",
 ]
 
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def as_utc(value: datetime) -> datetime:
+    """``value`` in UTC, aware of it; a naive value is taken as UTC already (the ledger's rule)."""
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
 def new_id() -> str:
@@ -67,13 +72,11 @@ class UtcDateTime(TypeDecorator[datetime]):
     def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is None:
             return None
-        value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        value = as_utc(value)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        return None if value is None else as_utc(value)
 
 
 class Base(DeclarativeBase):

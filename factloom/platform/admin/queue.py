@@ -20,6 +20,7 @@ from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from factloom.ledger import CheckResult, Database, FactSubmission, ReviewDecision, Status
+from factloom.ledger.tables import as_utc
 
 __all__ = [
     "SORTS", "AGES", "QueueFilters", "QueueRow", "QueuePage", "QueueCounts", "parse_filters",
@@ -125,7 +126,7 @@ def decode_cursor(text: str, sort: str) -> tuple[Any, str] | None:
         return None
     if sort in ("oldest", "newest"):
         try:
-            return datetime.fromisoformat(value), row_id  # bound as UTC by the column type
+            return as_utc(datetime.fromisoformat(value)), row_id
         except (TypeError, ValueError):
             return None
     return (float(value), row_id) if isinstance(value, int | float) else None

@@ -17,17 +17,13 @@ from sqlalchemy import case, select
 from sqlalchemy.exc import IntegrityError
 
 from factloom.ledger import Database
-from factloom.ledger.tables import AlertEvent
+from factloom.ledger.tables import AlertEvent, as_utc
 from factloom.platform.alerts.schemas import AlertIn
 
 __all__ = ["record", "list_alerts", "firing_first"]
 
 # the widths of alert_event's columns; longer label values are cut to them (the labels keep them whole)
 SEVERITY_CHARS, KB_CHARS, NAME_CHARS = 32, 64, 200
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _apply(row: AlertEvent, alert: AlertIn, now: datetime) -> None:
@@ -64,7 +60,7 @@ def _record(db: Database, alerts: Sequence[AlertIn], now: datetime) -> list[Aler
     rows: list[AlertEvent] = []
     with db.session() as session:
         for alert in alerts:
-            starts = _utc(alert.startsAt)
+            starts = as_utc(alert.startsAt)
             row = session.scalar(select(AlertEvent).where(AlertEvent.fingerprint == alert.fingerprint,
                                                           AlertEvent.starts_at == starts))
             if row is None:
