@@ -27,7 +27,7 @@ from _common import DEFAULT_DATA, REPO, read_triples, write_result
 
 from factloom.model.scorer import ComplExScorer
 from factloom.verify.base import Claim, VerifierResult
-from factloom.verify.calibrate import expected_calibration_error
+from factloom.model.calibrate import expected_calibration_error
 from factloom.verify.domains import TypeConstraints, TypeVerifier
 from factloom.verify.fuse_model import LearnedFusion
 from factloom.verify.plausibility import PlausibilityVerifier

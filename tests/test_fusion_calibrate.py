@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from factloom.verify.calibrate import Calibrator, expected_calibration_error, operating_point
+from factloom.model.calibrate import Calibrator, expected_calibration_error, operating_point
 
 
 @pytest.mark.parametrize("method", ["platt", "isotonic"])

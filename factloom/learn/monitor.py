@@ -247,7 +247,7 @@ def look(db: Database, client: redis.Redis, config: MonitorConfig) -> list[dict[
     out: list[dict[str, Any]] = []
     for row in [r for r in rows if r.status == VersionStatus.active.value]:
         judgement = _judge(db, client, config, row, _decode(client.hgetall(_state_key(str(row.kb), row.kind))))
-        _set_failing_gauge(judgement)
+        MODEL_FAILING_PERIODS.labels(kb=judgement.kb, kind=judgement.kind).set(judgement.failing)
         if judgement.state == "failed" and judgement.failing >= config.fail_periods:
             reason = (f"{judgement.failing} failing periods in a row; last: " + "; ".join(judgement.reasons))
             try:
@@ -256,7 +256,7 @@ def look(db: Database, client: redis.Redis, config: MonitorConfig) -> list[dict[
                 log.error("kb %s: %s %s keeps failing and cannot be rolled back: %s", row.kb, row.kind, row.id, exc)
             else:
                 client.delete(_state_key(str(row.kb), row.kind))
-                _count_rollback(judgement)
+                MODEL_ROLLBACKS.labels(kb=judgement.kb, kind=judgement.kind).inc()
                 log.warning("kb %s rolled back %s %s → %s: %s", row.kb, row.kind, row.id, judgement.rolled_back_to,
                             reason)
         if judgement.state != "unknown" or judgement.rolled_back_to:
@@ -312,11 +312,3 @@ def _decide_ab(db: Database, client: redis.Redis, config: MonitorConfig, row: Mo
     client.delete(key)
     log.warning("kb %s: A/B trial of %s %s: %s (%s)", kb, row.kind, row.id, decision, why)
     return {"kb": kb, "kind": row.kind, "version": row.id, "ab": decision, "why": why}
-
-
-def _set_failing_gauge(judgement: Judgement) -> None:
-    MODEL_FAILING_PERIODS.labels(kb=judgement.kb, kind=judgement.kind).set(judgement.failing)
-
-
-def _count_rollback(judgement: Judgement) -> None:
-    MODEL_ROLLBACKS.labels(kb=judgement.kb, kind=judgement.kind).inc()

@@ -26,9 +26,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from factloom.model.calibrate import Calibrator
 from factloom.model.distributed import all_reduce_sum_, process_group, replicate, shard
 from factloom.model.ewc import ElasticWeights, empirical_fisher, grow_embedding
-from factloom.verify.calibrate import Calibrator
 
 __all__ = ["ComplExScorer", "FEATURE_NAMES"]
 

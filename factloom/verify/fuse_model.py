@@ -40,8 +40,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from factloom.model.calibrate import Calibrator, expected_calibration_error
 from factloom.verify.base import Verdict, VerifierResult
-from factloom.verify.calibrate import Calibrator, expected_calibration_error
 from factloom.verify.certify import Certificate, certify_accept_threshold, clopper_pearson_upper, min_clean_accepts
 from factloom.verify.fusion import Fused
 
