@@ -23,7 +23,7 @@ from factloom.ledger import Database, FactSubmission, IngestBatch, Status
 from factloom.platform.admin import queue as q
 from factloom.platform.admin.auth import role_allows
 from factloom.platform.admin.routes_auth import safe_next
-from factloom.platform.admin.security import new_session, session_data, sign, unsign
+from factloom.platform.admin.security import SESSION_COOKIE, new_session, session_data, sign, unsign
 from factloom.platform.admin.users import create_user
 from factloom.platform.migrate import migrate_sql
 
@@ -39,7 +39,7 @@ def test_roles_admin_may_all_reviewer_only_review() -> None:
 def test_session_cookie_is_tamper_evident_and_expires() -> None:
     key = b"k" * 32
     value = sign(key, new_session("u1", hours=1, now=1000.0))
-    assert session_data(unsign(key, value, now=1001.0)).user_id == "u1"  # type: ignore[union-attr]
+    assert session_data(unsign(key, value, now=1001.0)).sign_in_id == "u1"  # type: ignore[union-attr]
     assert unsign(key, value, now=1000.0 + 3601) is None  # expired
     assert unsign(b"other-key" * 4, value, now=1001.0) is None  # another server's key
     body, mac = value.split(".")
@@ -306,10 +306,62 @@ def test_admin_sees_model_versions_and_activates_an_older_one(client: TestClient
     assert gone.status_code == 409 and "is gone" in gone.text
 
 
-def test_sign_out_ends_the_session(client: TestClient) -> None:
+def test_sign_out_ends_the_session_even_for_a_copied_cookie(client: TestClient) -> None:
     csrf = _sign_in(client, "rita", "reviewer-pass")
+    copied = client.cookies.get(SESSION_COOKIE)
     assert client.post("/admin/logout", data={"csrf": csrf}, follow_redirects=False).status_code == 303
     assert client.get("/admin/queue", follow_redirects=False).status_code == 303
+    client.cookies.set(SESSION_COOKIE, copied, path="/admin")  # replayed: signed, unexpired, but revoked
+    assert client.get("/admin/queue", follow_redirects=False).status_code == 303
+    refused = client.post("/admin/queue/bulk", data={"decision": "reject", "csrf": csrf})
+    assert refused.status_code == 401
+    client.cookies.clear()
+
+
+def test_a_password_change_or_disabling_ends_every_sign_in_of_the_account(client: TestClient) -> None:
+    admin_csrf = _sign_in(client, "ada", "admin-pass-1")
+    admin_cookie = client.cookies.get(SESSION_COOKIE)
+    assert client.post("/admin/users", data={"name": "carl", "role": "reviewer", "password": "carl-password",
+                                             "csrf": admin_csrf}).status_code in (200, 303)
+    _sign_in(client, "carl", "carl-password")
+    first = client.cookies.get(SESSION_COOKIE)
+    _sign_in(client, "carl", "carl-password")  # a second browser
+    second = client.cookies.get(SESSION_COOKIE)
+
+    def use(cookie: str | None) -> None:
+        client.cookies.clear()
+        client.cookies.set(SESSION_COOKIE, cookie, path="/admin")
+
+    def works(cookie: str | None) -> bool:
+        use(cookie)
+        return client.get("/admin/queue", follow_redirects=False).status_code == 200
+
+    assert works(first) and works(second) and works(admin_cookie)
+    short = client.post("/admin/users/carl/password", data={"password": "short", "csrf": admin_csrf})
+    assert short.status_code == 400 and works(first)  # a refused change ends nothing
+    use(admin_cookie)
+    changed = client.post("/admin/users/carl/password", data={"password": "carl-new-password", "csrf": admin_csrf},
+                          follow_redirects=True)
+    assert changed.status_code == 200 and "their sign-ins have ended" in changed.text
+    assert not works(first) and not works(second) and works(admin_cookie)
+    assert "user.password" in client.get("/admin/audit").text
+    _sign_in(client, "carl", "carl-new-password")
+    third = client.cookies.get(SESSION_COOKIE)
+    use(admin_cookie)
+    client.post("/admin/users/carl/disabled", data={"disabled": "yes", "csrf": admin_csrf})
+    client.post("/admin/users/carl/disabled", data={"disabled": "no", "csrf": admin_csrf})
+    assert not works(third)  # re-enabling the account does not bring its old sign-ins back
+    client.cookies.clear()
+
+
+def test_every_admin_answer_carries_the_security_headers(client: TestClient) -> None:
+    client.cookies.clear()
+    answers = [client.get("/admin/login"), client.get("/admin/queue", follow_redirects=False),
+               client.get("/admin/static/admin.css"), client.get("/admin/static/nothing.css"),
+               client.get("/admin/vendor/cytoscape.min.js"), client.get("/admin/api/graph/expand")]
+    for answer in answers:
+        assert answer.headers["referrer-policy"] == "same-origin", answer.url
+        assert answer.headers["x-content-type-options"] == "nosniff", answer.url
 
 
 def test_static_and_vendor_files_are_served_locally(client: TestClient) -> None:

@@ -29,7 +29,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 __all__ = [
     "Base", "Status", "DECISIONS_THAT_HOLD", "IngestBatch", "FactSubmission", "CheckResult", "ReviewDecision",
-    "AuditEvent", "ModelVersion", "VersionStatus", "AnswerFeedback", "ApiKey", "AlertEvent", "UtcDateTime", "utcnow",
+    "AuditEvent", "ModelVersion", "VersionStatus", "AnswerFeedback", "ApiKey", "AlertEvent", "UserAccount", "SignIn",
+    "UtcDateTime", "utcnow",
     "as_utc", "new_id",
 ]
 
@@ -275,6 +276,22 @@ class UserAccount(Base):
     password_hash: Mapped[str] = mapped_column(String(300))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     disabled_at: Mapped[datetime | None]
+
+
+class SignIn(Base):
+    """One signed-in browser of the admin UI; its cookie names the row by ``id`` (a random token).
+
+    The cookie alone proves nothing once the row is revoked: signing out revokes this row, a password
+    change or disabling the account revokes every row of the account.
+    """
+
+    __tablename__ = "sign_in"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("user_account.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
 
 
 # the admin review queue pages through one status at a time by age or by probability (keyset order)

@@ -374,18 +374,25 @@ def cmd_learn(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_users(args: argparse.Namespace, settings: Settings) -> None:
+    import getpass
+
     from factloom.ledger import Database
-    from factloom.platform.admin.users import create_user
+    from factloom.platform.admin.users import create_user, set_password
     from factloom.platform.errors import PlatformError
 
     db = Database(settings.sql_url)
+    actor = f"cli:{getpass.getuser()}"
     try:
-        user_id = create_user(db=db, name=args.name, role=args.role, password=args.password)
+        if args.users_command == "create":
+            user_id = create_user(db=db, name=args.name, role=args.role, password=args.password, actor=actor)
+            print(f"user {args.name} ({args.role}) created: {user_id}")
+        else:
+            set_password(db=db, name=args.name, password=args.password, actor=actor)
+            print(f"user {args.name}: new password set; every sign-in of the account has ended")
     except PlatformError as exc:
         sys.exit(f"error: {exc.detail}")
     finally:
         db.dispose()
-    print(f"user {args.name} ({args.role}) created: {user_id}")
 
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> None:
@@ -534,6 +541,10 @@ def build_parser() -> argparse.ArgumentParser:
     ucreate.add_argument("--role", choices=["reviewer", "admin"], required=True)
     ucreate.add_argument("--password", required=True)
     ucreate.set_defaults(func=cmd_users)
+    upassword = users.add_parser("password", help="set an account's password; its sign-ins end")
+    upassword.add_argument("name")
+    upassword.add_argument("--password", required=True)
+    upassword.set_defaults(func=cmd_users)
     models = sub.add_parser("models", help="registered model versions: activate, try (shadow, A/B), roll back")
     mcommands = models.add_subparsers(dest="models_command", required=True)
     mlist = mcommands.add_parser("list", help="the newest versions: status, kind, kb, version, created")

@@ -1,9 +1,10 @@
 """Who is signed in, what their role allows, and the CSRF check every admin POST goes through.
 
 Pages declare what they need with an ``Annotated`` alias: ``Reviewer`` (any signed-in account,
-admins included) or ``AdminOnly``. The dependency reloads the account on every request, so a
-disabled account or a changed role takes effect at once, and for a ``POST`` it also checks the
-form's (or the ``X-CSRF-Token`` header's) token against the session's before the route runs.
+admins included) or ``AdminOnly``. The dependency looks the cookie's sign-in and its account up on
+every request, so a sign-out, a password change, a disabled account or a changed role takes effect
+at once; for a ``POST`` it also checks the form's (or the ``X-CSRF-Token`` header's) token against
+the session's before the route runs.
 Failures raise the errors below, which :class:`~factloom.platform.admin.render.AdminRoute` turns
 into a sign-in redirect or an HTML (or, under ``/admin/api``, a problem+json) answer.
 """
@@ -17,7 +18,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from factloom.platform.admin.security import SESSION_COOKIE, csrf_ok, session_data, unsign
-from factloom.platform.admin.users import ROLES, User, get_user
+from factloom.platform.admin.users import ROLES, User, signed_in_user
 from factloom.platform.deps import ResourcesDep
 
 __all__ = [
@@ -32,7 +33,8 @@ _RANK = {role: i for i, role in enumerate(ROLES)}
 
 
 class SignInRequired(Exception):
-    """No valid session: the cookie is missing, forged, expired, or its account is disabled."""
+    """No valid session: the cookie is missing, forged or expired, its sign-in was revoked, or its account
+    is disabled."""
 
 
 class RoleRequired(Exception):
@@ -51,6 +53,7 @@ class CsrfFailed(Exception):
 class AdminSession:
     user: User
     csrf: str
+    sign_in_id: str
 
     @property
     def actor(self) -> str:
@@ -68,8 +71,8 @@ def load_session(request: Request, resources: ResourcesDep) -> AdminSession | No
     data = session_data(unsign(resources.settings.admin_key(), request.cookies.get(SESSION_COOKIE)))
     if data is None:
         return None
-    user = get_user(db=resources.db, user_id=data.user_id)
-    return None if user is None else AdminSession(user=user, csrf=data.csrf)
+    user = signed_in_user(db=resources.db, sign_in_id=data.sign_in_id)
+    return None if user is None else AdminSession(user=user, csrf=data.csrf, sign_in_id=data.sign_in_id)
 
 
 def require_role(role: str) -> Callable[..., Awaitable[AdminSession]]:

@@ -147,28 +147,37 @@ class AdminRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def guarded(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except SignInRequired:
-                if request.method == "GET" and not request.url.path.startswith(API_PREFIX):
-                    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-                    return redirect(f"{PREFIX}/login?next={quote(target, safe='')}")
-                return _error(request, 401, "Sign-in required", "your session has ended; sign in again")
-            except RoleRequired as exc:
-                return _error(request, 403, "Not allowed", str(exc))
-            except CsrfFailed:
-                return _error(request, 403, "Form expired",
-                              "this form was not sent from the current session; reload the page and try again")
-            except PlatformError as exc:
-                return _error(request, exc.status, exc.title, exc.detail)
-            except RequestValidationError as exc:
-                first = exc.errors()[0] if exc.errors() else {}
-                where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "query"))
-                return _error(request, 400, "Bad request", f"{where}: {first.get('msg', 'invalid input')}")
-            except InvalidGraphInput as exc:
-                return _error(request, 400, "Bad request", str(exc))
-            except GraphUnavailable as exc:
-                log.warning("admin page without Neo4j: %s", exc)
-                return _error(request, 503, "Graph unavailable", str(exc))
+            response = await self._answer(handler, request)
+            # every admin answer, pages, redirects, errors and static files alike: no URL of the queue
+            # leaks to another site, and no browser sniffs a script out of an evidence image
+            response.headers["Referrer-Policy"] = "same-origin"
+            response.headers["X-Content-Type-Options"] = "nosniff"
+            return response
 
         return guarded
+
+    @staticmethod
+    async def _answer(handler: Callable[[Request], Coroutine[Any, Any, Response]], request: Request) -> Response:
+        try:
+            return await handler(request)
+        except SignInRequired:
+            if request.method == "GET" and not request.url.path.startswith(API_PREFIX):
+                target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                return redirect(f"{PREFIX}/login?next={quote(target, safe='')}")
+            return _error(request, 401, "Sign-in required", "your session has ended; sign in again")
+        except RoleRequired as exc:
+            return _error(request, 403, "Not allowed", str(exc))
+        except CsrfFailed:
+            return _error(request, 403, "Form expired",
+                          "this form was not sent from the current session; reload the page and try again")
+        except PlatformError as exc:
+            return _error(request, exc.status, exc.title, exc.detail)
+        except RequestValidationError as exc:
+            first = exc.errors()[0] if exc.errors() else {}
+            where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "query"))
+            return _error(request, 400, "Bad request", f"{where}: {first.get('msg', 'invalid input')}")
+        except InvalidGraphInput as exc:
+            return _error(request, 400, "Bad request", str(exc))
+        except GraphUnavailable as exc:
+            log.warning("admin page without Neo4j: %s", exc)
+            return _error(request, 503, "Graph unavailable", str(exc))

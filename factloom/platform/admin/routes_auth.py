@@ -13,7 +13,7 @@ from factloom.platform.admin.auth import Reviewer, load_session
 from factloom.platform.admin.render import PREFIX, WEB_DIR, AdminRoute, flash, redirect, render
 from factloom.platform.admin.security import LOGIN_COOKIE, SESSION_COOKIE, csrf_ok, new_session, sign
 from factloom.platform.admin.throttle import THROTTLE
-from factloom.platform.admin.users import check_login
+from factloom.platform.admin.users import check_login, open_sign_in, sign_out
 from factloom.platform.deps import ResourcesDep
 from factloom.platform.errors import NotFound
 
@@ -79,7 +79,8 @@ def login(
         return render(request, "login.html", status=401, csrf=token, next=safe_next(next), name=name,
                       error="Unknown name or wrong password (or the account is disabled).")
     THROTTLE.succeeded(name)
-    value = sign(settings.admin_key(), new_session(user.id, settings.admin_session_hours))
+    sign_in_id = open_sign_in(db=resources.db, user_id=user.id, hours=settings.admin_session_hours)
+    value = sign(settings.admin_key(), new_session(sign_in_id, settings.admin_session_hours))
     done = redirect(safe_next(next))
     done.set_cookie(SESSION_COOKIE, value, max_age=int(settings.admin_session_hours * 3600), path=PREFIX,
                         httponly=True, samesite="lax", secure=settings.admin_cookie_secure)
@@ -88,7 +89,8 @@ def login(
 
 
 @router.post("/logout")
-def logout(request: Request, _: Reviewer) -> Response:
+def logout(request: Request, me: Reviewer, resources: ResourcesDep) -> Response:
+    sign_out(db=resources.db, sign_in_id=me.sign_in_id)  # the cookie, replayed, no longer signs anyone in
     response = redirect(f"{PREFIX}/login")
     response.delete_cookie(SESSION_COOKIE, path=PREFIX)
     return flash(request, response, "Signed out")

@@ -13,7 +13,7 @@ from factloom.learn.monitor import feedback_hits
 from factloom.platform.admin.auth import AdminOnly
 from factloom.platform.admin.batches import STATUS_ORDER, knowledge_bases, list_batches, throughput
 from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
-from factloom.platform.admin.users import ROLES, create_user, list_users, set_disabled
+from factloom.platform.admin.users import ROLES, create_user, list_users, set_disabled, set_password
 from factloom.platform.admin.visuals import COLOURS, sparkline, status_bar, version_bars
 from factloom.platform.audit import service as audit
 from factloom.platform.deps import ResourcesDep
@@ -145,3 +145,14 @@ def users_disable(
         raise BadRequest("you cannot disable your own account")
     set_disabled(db=resources.db, name=name, disabled=off, actor=me.actor)
     return flash(request, redirect(f"{PREFIX}/users"), f"{'Disabled' if off else 'Enabled'} {name}")
+
+
+@router.post("/users/{name}/password")
+def users_password(
+    name: str, request: Request, me: AdminOnly, resources: ResourcesDep,
+    password: Annotated[str, Form(max_length=1000)],
+) -> Response:
+    set_password(db=resources.db, name=name, password=password, actor=me.actor)
+    if name == me.user.name:  # this browser's sign-in ended with the others
+        return flash(request, redirect(f"{PREFIX}/login"), "Password changed; sign in with the new one")
+    return flash(request, redirect(f"{PREFIX}/users"), f"New password for {name}; their sign-ins have ended")

@@ -1,9 +1,10 @@
 """Signed session cookies and CSRF tokens for the admin UI, on the standard library only.
 
 A cookie value is ``base64url(json payload) "." base64url(HMAC-SHA256(key, payload))``. The payload
-carries the user id, a random CSRF token and an expiry (no role: that is read from the account); the signature
-makes it tamper-evident, and the server still reloads the account on every request, so disabling a
-user or changing a role takes effect at once. The CSRF token is the synchronizer-token pattern
+carries the id of a server-side sign-in, a random CSRF token and an expiry (no user, no role: those are
+read from the sign-in's account); the signature makes it tamper-evident, and the server looks the
+sign-in up on every request, so signing out, disabling a user or changing a role or password takes
+effect at once. The CSRF token is the synchronizer-token pattern
 (OWASP CSRF cheat sheet): every form carries the session's token and every POST must echo it.
 """
 
@@ -31,7 +32,7 @@ FLASH_COOKIE = "fl_flash"  # a signed one-shot message for the next page ("3 acc
 
 @dataclass(frozen=True, slots=True)
 class SessionData:
-    user_id: str
+    sign_in_id: str
     csrf: str
     expires: float
 
@@ -70,15 +71,15 @@ def unsign(key: bytes, value: str | None, *, now: float | None = None) -> dict[s
     return payload
 
 
-def new_session(user_id: str, hours: float, *, now: float | None = None) -> dict[str, Any]:
+def new_session(sign_in_id: str, hours: float, *, now: float | None = None) -> dict[str, Any]:
     start = time.time() if now is None else now
-    return {"uid": user_id, "csrf": secrets.token_urlsafe(24), "exp": start + hours * 3600.0}
+    return {"sid": sign_in_id, "csrf": secrets.token_urlsafe(24), "exp": start + hours * 3600.0}
 
 
 def session_data(payload: dict[str, Any] | None) -> SessionData | None:
-    if payload is None or not isinstance(payload.get("uid"), str) or not isinstance(payload.get("csrf"), str):
+    if payload is None or not isinstance(payload.get("sid"), str) or not isinstance(payload.get("csrf"), str):
         return None
-    return SessionData(user_id=payload["uid"], csrf=payload["csrf"], expires=float(payload["exp"]))
+    return SessionData(sign_in_id=payload["sid"], csrf=payload["csrf"], expires=float(payload["exp"]))
 
 
 def csrf_ok(expected: str | None, given: str | None) -> bool:
