@@ -503,3 +503,14 @@ def test_item_shows_the_stored_evidence_image(client: TestClient) -> None:
     assert client.get(f"/admin/review/{without}/image").status_code == 404
     client.cookies.clear()
     assert client.get(f"/admin/review/{with_image}/image", follow_redirects=False).status_code == 303
+
+
+def test_bidi_controls_are_shown_not_obeyed_except_in_fields_sent_back() -> None:
+    from factloom.platform.admin.render import environment
+
+    page = environment().from_string(
+        '<p title="{{ x }}">{{ x }}</p><input value="{{ x|verbatim }}"><script>{{ j|jsonblock }}</script>')
+    html = page.render(x="\u202eevil<b>", j={"name": "a\u2066b\u200f"})
+    assert "\u202e" not in html.split("<input")[0] and html.count("[U+202E]evil&lt;b&gt;") == 2
+    assert 'value="\u202eevil&lt;b&gt;"' in html  # a correction form sends the name back as it is
+    assert '{"name": "a[U+2066]b[U+200F]"}' in html

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Coroutine
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -29,7 +30,8 @@ from factloom.platform.admin.auth import AdminSession, CsrfFailed, RoleRequired,
 from factloom.platform.admin.security import FLASH_COOKIE, sign, unsign
 from factloom.platform.errors import PlatformError
 
-__all__ = ["WEB_DIR", "PREFIX", "AdminRoute", "render", "redirect", "flash", "environment", "ago", "when"]
+__all__ = ["WEB_DIR", "PREFIX", "AdminRoute", "render", "redirect", "flash", "environment", "ago", "when",
+           "neutralise_bidi"]
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +68,33 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
+# the invisible characters that reorder the text around them (Unicode UAX #9): embeddings, overrides,
+# isolates and marks; a name carrying one could read backwards ("evil" shown as "live")
+_BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def neutralise_bidi(text: str) -> str:
+    """``text`` with each bidirectional control character shown as its code point, e.g. ``[U+202E]``."""
+    return _BIDI_CONTROLS.sub(lambda m: f"[U+{ord(m.group()):04X}]", text)
+
+
+class Verbatim(str):
+    """A value that must reach the browser unchanged (a form field that is sent back): escaped, not neutralised."""
+
+
+def _finalize(value: Any) -> Any:
+    # every ``{{ … }}`` of every page passes here before it is escaped
+    if isinstance(value, Verbatim) or not isinstance(value, str):
+        return value
+    if isinstance(value, Markup):  # already safe; the code point labels add no markup
+        return Markup(neutralise_bidi(value))  # noqa: S704
+    return neutralise_bidi(value)
+
+
 def _tojson_attr(value: Any) -> Markup:
     """JSON for a ``<script type="application/json">`` block: ``<``, ``>``, ``&`` escaped."""
-    text = json.dumps(value, default=str).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    text = neutralise_bidi(json.dumps(value, default=str, ensure_ascii=False))
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return Markup(text)  # noqa: S704 - the three characters that could end the block are escaped
 
 
@@ -76,10 +102,10 @@ def _tojson_attr(value: Any) -> Markup:
 def environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(str(WEB_DIR / "templates")),
-        autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True,
+        autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True, finalize=_finalize,
     )
     env.filters.update(ago=ago, when=when, pct=_pct, jsonblock=_tojson_attr, short=lambda s: (s or "")[:8],
-                       urlq=lambda s: quote(str(s), safe=""))
+                       urlq=lambda s: quote(str(s), safe=""), verbatim=lambda s: Verbatim("" if s is None else s))
     env.globals.update(prefix=PREFIX)
     return env
 
