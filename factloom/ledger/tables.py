@@ -294,9 +294,16 @@ class SignIn(Base):
     revoked_at: Mapped[datetime | None]
 
 
-# the admin review queue pages through one status at a time by age or by probability (keyset order)
+# the admin review queue pages through one status at a time by age or by probability (keyset order),
+# of every kb or of one: a kb's queue must not be found by reading every submission the kb ever had
 Index("ix_submission_status_created", FactSubmission.status, FactSubmission.created_at, FactSubmission.id)
 Index("ix_submission_status_probability", FactSubmission.status, FactSubmission.probability, FactSubmission.id)
+Index("ix_submission_kb_status_created", FactSubmission.kb, FactSubmission.status, FactSubmission.created_at,
+      FactSubmission.id)
+Index("ix_submission_kb_status_probability", FactSubmission.kb, FactSubmission.status, FactSubmission.probability,
+      FactSubmission.id)
+# reviewer throughput and "decided today" read the decisions of a time window
+Index("ix_review_decision_created", ReviewDecision.created_at)
 # text evidence looks up stored evidence about a claim's entities by case-folded name (ledger.evidence.stored_texts)
 Index("ix_submission_kb_subject_lower", FactSubmission.kb, func.lower(FactSubmission.subject))
 Index("ix_submission_kb_object_lower", FactSubmission.kb, func.lower(FactSubmission.object))
