@@ -79,3 +79,20 @@ def test_rule_takes_the_most_doubtful_and_reviews_abstentions() -> None:
     assert rule.fuse([VerifierResult("a", None, "abstain")]).verdict is Verdict.review
     with pytest.raises(ValueError):
         VerdictRule(accept=0.1, reject=0.9)
+
+
+def test_review_reasons_name_the_check_that_doubted() -> None:
+    from factloom.verify.reasons import REVIEW_REASONS, review_reason
+
+    def r(verifier: str, p: float | None, **details: object) -> VerifierResult:
+        return VerifierResult(verifier, p, "", details=dict(details))
+
+    corroborated = r("corroboration", 0.99)
+    assert review_reason([r("consistency", 0.5, rule="functional"), corroborated, r("types", 0.1)]) == "value_clash"
+    assert review_reason([r("consistency", 0.5, rule="self_loop"), corroborated]) == "self_loop"
+    assert review_reason([r("consistency", 0.95, rule="ok"), r("types", 0.2, rule="types")]) == "type_violation"
+    assert review_reason([r("consistency", 0.95, rule="ok"), r("plausibility_0", 0.3)]) == "low_plausibility"
+    assert review_reason([r("text_evidence", 0.1), r("plausibility", 0.7)]) == "evidence_against"
+    assert review_reason([r("types", None), r("plausibility", None), r("fusion", 0.5)]) == "no_judge"
+    assert review_reason([r("consistency", 0.95, rule="ok"), r("plausibility", 0.6)]) == "borderline"
+    assert set(REVIEW_REASONS) >= {"value_clash", "self_loop", "type_violation", "low_plausibility", "no_judge"}

@@ -118,6 +118,8 @@ class FactSubmission(Base):
     status: Mapped[Status] = mapped_column(default=Status.pending)
     probability: Mapped[float | None] = mapped_column(Float)
     verdict_reason: Mapped[str | None] = mapped_column(Text)
+    # which check sent it to review (factloom.verify.reasons); None for a fact decided without review
+    review_reason: Mapped[str | None] = mapped_column(String(32))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

@@ -21,6 +21,7 @@ from factloom.ledger.evidence import image_path
 from factloom.metrics import CHECK_VERDICTS, VERIFIER_ABSTENTIONS, VERIFIER_CHECKS
 from factloom.verify import Claim, Verdict, Verifier, VerifierResult
 from factloom.verify.base import GraphView
+from factloom.verify.reasons import review_reason
 from factloom.workers.context import WorkerContext
 
 __all__ = ["check_submissions", "commit_submissions", "stale_submissions"]
@@ -85,7 +86,8 @@ def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
                 )
             )
             verdicts.append({"id": claim.submission_id, "status": status, "probability": fused.probability,
-                             "verdict_reason": fused.reason, "updated_at": datetime.now(timezone.utc)})
+                             "verdict_reason": fused.reason, "updated_at": datetime.now(timezone.utc),
+                             "review_reason": review_reason(results) if status is Status.needs_review else None})
             counts[status.value] += 1
             if status is Status.accepted:
                 accepted.append(claim.submission_id)

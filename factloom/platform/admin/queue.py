@@ -21,10 +21,12 @@ from sqlalchemy.orm import Session
 
 from factloom.ledger import CheckResult, Database, FactSubmission, ReviewDecision, Status
 from factloom.ledger.tables import as_utc
+from factloom.verify.reasons import REVIEW_REASONS
 
 __all__ = [
     "SORTS", "AGES", "QueueFilters", "QueueRow", "QueuePage", "QueueCounts", "parse_filters",
-    "encode_cursor", "decode_cursor", "list_queue", "queue_counts", "neighbours", "facets",
+    "encode_cursor", "decode_cursor", "list_queue", "queue_counts", "neighbours", "facets", "GROUPS",
+    "ReasonGroup", "ClaimGroup", "reason_groups", "claim_groups",
 ]
 
 SORTS: dict[str, str] = {
@@ -36,6 +38,7 @@ AGES: dict[str, str] = {
 }
 _AGE_DELTAS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "1d+": timedelta(days=1),
                "7d+": timedelta(days=7)}
+GROUPS: dict[str, str] = {"": "No grouping", "reason": "Why it waits", "claim": "Rival values"}
 MAX_PAGE = 200
 
 
@@ -51,16 +54,25 @@ class QueueFilters:
     p_max: float | None = None
     age: str = "any"
     sort: str = "oldest"
+    reason: str = ""  # a key of REVIEW_REASONS
+    search: str = ""  # part of the subject's or the object's name, any case
+    subject: str = ""  # exactly this subject (a group of rival values)
+    group: str = ""  # a key of GROUPS
 
     def params(self, **extra: str) -> dict[str, str]:
-        """The non-default fields as query parameters (plus ``extra``), for links that keep them."""
+        """The non-default fields as query parameters, changed by ``extra``, for links that keep them."""
         out = {k: v for k, v in (
             ("kb", self.kb), ("predicate", self.predicate), ("source", self.source), ("batch", self.batch),
             ("p_min", "" if self.p_min is None else f"{self.p_min:g}"),
             ("p_max", "" if self.p_max is None else f"{self.p_max:g}"),
             ("age", "" if self.age == "any" else self.age), ("sort", "" if self.sort == "oldest" else self.sort),
+            ("reason", self.reason), ("q", self.search), ("subject", self.subject), ("group", self.group),
         ) if v}
-        out.update({k: v for k, v in extra.items() if v})
+        for k, v in extra.items():  # an empty value drops the field: a link that widens the view
+            if v:
+                out[k] = v
+            else:
+                out.pop(k, None)
         return out
 
     def query(self, **extra: str) -> str:
@@ -68,7 +80,7 @@ class QueueFilters:
 
     @property
     def active(self) -> bool:
-        return bool(self.params(sort=""))
+        return bool({k for k in self.params() if k not in ("sort", "group")})
 
 
 def _probability(raw: str, label: str, errors: list[str]) -> float | None:
@@ -101,10 +113,19 @@ def parse_filters(params: Mapping[str, str]) -> tuple[QueueFilters, list[str]]:
     if sort not in SORTS:
         errors.append(f"unknown sort {sort!r}; showing oldest first")
         sort = "oldest"
+    reason = params.get("reason") or ""
+    if reason and reason not in REVIEW_REASONS:
+        errors.append(f"unknown reason {reason!r}; showing every reason")
+        reason = ""
+    group = params.get("group") or ""
+    if group not in GROUPS:
+        errors.append(f"unknown grouping {group!r}; not grouped")
+        group = ""
     filters = QueueFilters(
         kb=params.get("kb", "").strip()[:64], predicate=params.get("predicate", "").strip()[:200],
         source=params.get("source", "").strip()[:1000], batch=params.get("batch", "").strip()[:32],
-        p_min=p_min, p_max=p_max, age=age, sort=sort,
+        p_min=p_min, p_max=p_max, age=age, sort=sort, reason=reason, search=params.get("q", "").strip()[:200],
+        subject=params.get("subject", "").strip()[:1000], group=group,
     )
     return filters, errors
 
@@ -146,7 +167,12 @@ class QueueRow:
     probability: float | None
     reason: str | None
     created_at: datetime
+    why: str | None = None  # a key of REVIEW_REASONS
     verifiers: list[tuple[str, float | None]] = field(default_factory=list)
+
+    @property
+    def why_text(self) -> str:
+        return REVIEW_REASONS.get(self.why or "", "not recorded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +181,14 @@ class QueuePage:
     next_cursor: str | None
     prev_cursor: str | None
     matching: int
+    first: int = 0  # the 1-based position of the first row shown in the filters' order (0: none shown)
+
+    @property
+    def position(self) -> str:
+        """"51–100 of 885"."""
+        if not self.rows:
+            return f"0 of {self.matching}"
+        return f"{self.first}–{self.first + len(self.rows) - 1} of {self.matching}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +220,14 @@ def _where(filters: QueueFilters, now: datetime) -> list[ColumnElement[bool]]:
         where.append(FactSubmission.probability >= filters.p_min)
     if filters.p_max is not None:
         where.append(FactSubmission.probability <= filters.p_max)
+    if filters.reason:
+        where.append(FactSubmission.review_reason == filters.reason)
+    if filters.subject:
+        where.append(FactSubmission.subject == filters.subject)
+    if filters.search:
+        pattern = "%" + filters.search.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        where.append(or_(func.lower(FactSubmission.subject).like(pattern, escape="\\"),
+                         func.lower(FactSubmission.object).like(pattern, escape="\\")))
     if filters.age in _AGE_DELTAS:
         cutoff = now - _AGE_DELTAS[filters.age]
         where.append(FactSubmission.created_at >= cutoff if filters.age in ("1h", "24h")
@@ -209,10 +251,14 @@ def _ordered(sort: str, forward: bool) -> list[Any]:
     return [col.asc(), FactSubmission.id.asc()] if ascending else [col.desc(), FactSubmission.id.desc()]
 
 
-def _cursor_of(sort: str, row: FactSubmission) -> str:
+def _sort_key(sort: str, row: FactSubmission) -> Any:
     if sort in ("oldest", "newest"):
-        return encode_cursor(sort, row.created_at, row.id)
-    return encode_cursor(sort, -1.0 if row.probability is None else row.probability, row.id)
+        return row.created_at
+    return -1.0 if row.probability is None else row.probability
+
+
+def _cursor_of(sort: str, row: FactSubmission) -> str:
+    return encode_cursor(sort, _sort_key(sort, row), row.id)
 
 
 def list_queue(
@@ -236,6 +282,10 @@ def list_queue(
         if not forward:
             rows.reverse()
         scores = _verifier_scores(session, [r.id for r in rows])
+        first = 0
+        if rows:  # how many rows come before the first one shown: a count on the same index
+            first = 1 + (session.scalar(select(func.count()).select_from(FactSubmission).where(
+                *where, _after(filters.sort, _sort_key(filters.sort, rows[0]), rows[0].id, False))) or 0)
     if forward:
         has_next, has_prev = more, cursor is not None
     else:
@@ -244,12 +294,12 @@ def list_queue(
         rows=[
             QueueRow(id=r.id, kb=r.kb, subject=r.subject, predicate=r.predicate, object=r.object,
                      source=r.source, batch_id=r.batch_id, probability=r.probability, reason=r.verdict_reason,
-                     created_at=r.created_at, verifiers=scores.get(r.id, []))
+                     created_at=r.created_at, why=r.review_reason, verifiers=scores.get(r.id, []))
             for r in rows
         ],
         next_cursor=_cursor_of(filters.sort, rows[-1]) if rows and has_next else None,
         prev_cursor=_cursor_of(filters.sort, rows[0]) if rows and has_prev else None,
-        matching=matching,
+        matching=matching, first=first,
     )
 
 
@@ -276,8 +326,7 @@ def neighbours(
         row = session.get(FactSubmission, submission_id)
         if row is None:
             return None, None
-        value: Any = row.created_at if filters.sort in ("oldest", "newest") else (
-            -1.0 if row.probability is None else row.probability)
+        value = _sort_key(filters.sort, row)
         where = _where(filters, now)
         found: list[str | None] = []
         for forward in (False, True):
@@ -312,11 +361,70 @@ def facets(*, db: Database, kb: str = "", limit: int = 50) -> dict[str, list[tup
         where.append(FactSubmission.kb == kb)
     out: dict[str, list[tuple[str, int]]] = {}
     with db.session() as session:
-        for name, col in (("predicate", FactSubmission.predicate), ("source", FactSubmission.source),
-                          ("kb", FactSubmission.kb)):
+        columns = [("predicate", FactSubmission.predicate), ("source", FactSubmission.source)]
+        for name, col in columns if kb else [*columns, ("kb", FactSubmission.kb)]:
             n = func.count().label("n")
             rows = session.execute(
                 select(col, n).where(*where, col.is_not(None)).group_by(col).order_by(n.desc(), col).limit(limit)
             )
             out[name] = [(str(v), int(c)) for v, c in rows]
     return out
+
+
+# ---------------------------------------------------------------- groups
+
+@dataclass(frozen=True, slots=True)
+class ReasonGroup:
+    reason: str
+    waiting: int
+
+    @property
+    def text(self) -> str:
+        return REVIEW_REASONS.get(self.reason, "not recorded")
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimGroup:
+    """Rival values of one (subject, predicate) waiting together, decided together."""
+
+    kb: str
+    subject: str
+    predicate: str
+    waiting: int
+    values: list[tuple[str, str]]  # (submission id, object), oldest first, at most ten
+
+
+def reason_groups(*, db: Database, filters: QueueFilters, now: datetime | None = None) -> list[ReasonGroup]:
+    """How many waiting items (under the filters) each reason has, the largest group first."""
+    where = _where(filters, now or datetime.now(timezone.utc))
+    n = func.count().label("n")
+    with db.session() as session:
+        rows = session.execute(select(FactSubmission.review_reason, n).where(*where)
+                               .group_by(FactSubmission.review_reason).order_by(n.desc(), FactSubmission.review_reason))
+        return [ReasonGroup(reason or "", int(count)) for reason, count in rows]
+
+
+def claim_groups(
+    *, db: Database, filters: QueueFilters, limit: int = 50, now: datetime | None = None,
+) -> tuple[list[ClaimGroup], int]:
+    """The (subject, predicate) pairs with two or more waiting values (under the filters), the most
+    contested first, and how many such pairs there are."""
+    where = _where(filters, now or datetime.now(timezone.utc))
+    n = func.count().label("n")
+    pairs = (select(FactSubmission.kb, FactSubmission.subject, FactSubmission.predicate, n).where(*where)
+             .group_by(FactSubmission.kb, FactSubmission.subject, FactSubmission.predicate).having(n > 1))
+    with db.session() as session:
+        total = session.scalar(select(func.count()).select_from(pairs.subquery())) or 0
+        top = [(kb, subject, predicate, int(count)) for kb, subject, predicate, count in
+               session.execute(pairs.order_by(n.desc(), FactSubmission.subject).limit(limit))]
+        values: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+        if top:
+            rivals = or_(*[and_(FactSubmission.kb == kb, FactSubmission.subject == subject,
+                                FactSubmission.predicate == predicate) for kb, subject, predicate, _ in top])
+            for kb, subject, predicate, sid, obj in session.execute(
+                    select(FactSubmission.kb, FactSubmission.subject, FactSubmission.predicate, FactSubmission.id,
+                           FactSubmission.object).where(*where, rivals).order_by(FactSubmission.created_at)):
+                values.setdefault((kb, subject, predicate), []).append((sid, obj))
+    groups = [ClaimGroup(kb, subject, predicate, count, values.get((kb, subject, predicate), [])[:10])
+              for kb, subject, predicate, count in top]
+    return groups, total

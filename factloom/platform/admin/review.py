@@ -25,7 +25,7 @@ from factloom.platform.ingest.schemas import FactIn
 from factloom.platform.review import service as review
 
 __all__ = ["Check", "Conflicting", "HistoryEvent", "Item", "load_item", "conflicts", "item_graph", "decide",
-           "correct", "bulk_decide", "BulkResult", "FUSION"]
+           "correct", "bulk_decide", "keep_one", "BulkResult", "FUSION"]
 
 log = logging.getLogger(__name__)
 FUSION = "fusion"
@@ -230,6 +230,16 @@ def bulk_decide(*, db: Database, ids: Sequence[str], decision: str, reason: str,
         except (Conflict, NotFound):
             skipped.append(submission_id)
     return BulkResult(done=done, skipped=skipped)
+
+
+def keep_one(*, db: Database, keep: str, rivals: Sequence[str], actor: str) -> BulkResult:
+    """Accept ``keep`` and reject its rival values still waiting: one (subject, predicate) decided at once."""
+    decide(db=db, submission_id=keep, decision="accept", reason="kept among rival values", actor=actor)
+    others = [i for i in dict.fromkeys(rivals) if i and i != keep]
+    if len(others) > MAX_BULK:
+        raise BadRequest(f"at most {MAX_BULK} rivals at once; this group has {len(others)}")
+    return BulkResult(done=[keep], skipped=[]) if not others else bulk_decide(
+        db=db, ids=others, decision="reject", reason=f"a rival value ({keep[:8]}) was kept", actor=actor)
 
 
 def selected_rows(*, db: Database, ids: Sequence[str]) -> list[FactSubmission]:

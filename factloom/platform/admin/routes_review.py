@@ -18,6 +18,7 @@ from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, 
 from factloom.platform.admin.visuals import neighbourhood_elements, verifier_chart
 from factloom.platform.deps import ResourcesDep
 from factloom.platform.errors import BadRequest, Conflict, NotFound
+from factloom.verify.reasons import REVIEW_REASONS
 
 __all__ = ["router"]
 
@@ -36,8 +37,11 @@ def queue_page(request: Request, me: Reviewer, resources: ResourcesDep) -> Respo
     db = resources.db
     page = q.list_queue(db=db, filters=filters, limit=resources.settings.admin_page_size,
                         after=params.get("after") or None, before=params.get("before") or None)
+    reasons = q.reason_groups(db=db, filters=filters) if filters.group == "reason" else []
+    claims, contested = q.claim_groups(db=db, filters=filters) if filters.group == "claim" else ([], 0)
     return render(
         request, "queue.html", page=page, filters=filters, errors=errors, sorts=q.SORTS, ages=q.AGES,
+        groupings=q.GROUPS, reasons=reasons, all_reasons=REVIEW_REASONS, claims=claims, contested=contested,
         counts=q.queue_counts(db=db, reviewer=me.actor, kb=filters.kb), facets=q.facets(db=db, kb=filters.kb),
         kbs=knowledge_bases(db=db),
     )
@@ -153,6 +157,10 @@ async def bulk(request: Request, me: Reviewer, resources: ResourcesDep) -> Respo
     back = str(form.get("back", ""))
     if decision not in ("accept", "reject"):
         raise BadRequest("choose accept or reject")
+    match = str(form.get("match", ""))
+    if not ids and match:  # a whole group: what its filters match now, a page at most, confirmed next
+        group = q.list_queue(db=resources.db, filters=_filters_from(match), limit=review.MAX_BULK)
+        ids = [r.id for r in group.rows]
     if not ids:
         return flash(request, redirect(f"{PREFIX}/queue?{back}"), "Select some items first", "warn")
     if form.get("confirmed") != "yes":
@@ -162,5 +170,23 @@ async def bulk(request: Request, me: Reviewer, resources: ResourcesDep) -> Respo
     result = review.bulk_decide(db=resources.db, ids=ids, decision=decision, reason=reason, actor=me.actor)
     verb = "Accepted" if decision == "accept" else "Rejected"
     note = f"{verb} {len(result.done)} item(s)" + (
+        f"; {len(result.skipped)} were already decided" if result.skipped else "")
+    return flash(request, redirect(f"{PREFIX}/queue?{back}"), note)
+
+
+@router.post("/queue/keep")
+async def keep(request: Request, me: Reviewer, resources: ResourcesDep) -> Response:
+    """Keep one of a (subject, predicate)'s rival values waiting for review and reject the others."""
+    form = await request.form()
+    kept, back = str(form.get("keep", "")), str(form.get("back", ""))
+    rivals = [str(v) for v in form.getlist("ids")]
+    if not kept or kept not in rivals:
+        raise BadRequest("choose the value to keep among the group's")
+    try:
+        result = review.keep_one(db=resources.db, keep=kept, rivals=rivals, actor=me.actor)
+    except Conflict as exc:
+        return flash(request, redirect(f"{PREFIX}/queue?{back}"), exc.detail, "warn")
+    rejected = len(result.done) - (1 if kept in result.done else 0)
+    note = f"Kept {kept[:8]} and rejected {rejected} rival value(s)" + (
         f"; {len(result.skipped)} were already decided" if result.skipped else "")
     return flash(request, redirect(f"{PREFIX}/queue?{back}"), note)
