@@ -2,13 +2,15 @@
 
 The query path (:mod:`factloom.graph.retrieval`) reads subgraphs for a model; these read what a
 reviewer looks at: names with their degree, facts with provenance and validity, superseded ones
-included on request, and small one-hop neighbourhoods that the browser expands node by node.
+included on request, and small one-hop neighbourhoods that the browser expands node by node. A
+hub's neighbourhood is summarised, relation by relation, rather than drawn whole (a director of 200
+films would bury the one fact a reviewer came for); the rest of a relation comes page by page.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,8 +20,8 @@ from factloom.graph.retrieval import SERVABLE_STATUSES
 from factloom.graph.store import Neo4jStore, check_kb
 from factloom.graph.types import Edge, entity_key
 
-__all__ = ["EntityHit", "EntityFact", "Neighbourhood", "search_entities", "get_entity", "entity_facts",
-           "neighbourhood"]
+__all__ = ["EntityHit", "EntityFact", "MoreOf", "Neighbourhood", "search_entities", "get_entity", "entity_facts",
+           "neighbourhood", "relation_page", "share"]
 
 _SEARCH_OVERFETCH = 10
 
@@ -53,11 +55,24 @@ class EntityFact:
     valid_at: bool
 
 
+@dataclass(frozen=True, slots=True)
+class MoreOf:
+    """A relation of a busy entity whose neighbours are not all drawn: the first ``shown`` of ``total``
+    (by name) are; a summary node stands for the rest."""
+
+    entity_id: str
+    predicate: str
+    outgoing: bool
+    shown: int
+    total: int
+
+
 @dataclass(slots=True)
 class Neighbourhood:
     names: dict[str, str]
     edges: list[Edge]
-    truncated: bool
+    truncated: bool  # some relation is summarised (see ``more``) or the whole was cut at its limit
+    more: list[MoreOf] = field(default_factory=list)
 
 
 def _native(value: Any) -> Any:
@@ -124,30 +139,80 @@ def entity_facts(
 
 def neighbourhood(
     store: Neo4jStore, *, kb: str, entity_ids: Sequence[str], as_of: datetime | None = None,
-    per_node: int = 30, limit: int = 300,
+    per_node: int = 25, limit: int = 300,
 ) -> Neighbourhood:
-    """The servable facts one hop around ``entity_ids`` valid at ``as_of``, at most ``per_node`` each."""
+    """The servable facts one hop around ``entity_ids`` valid at ``as_of``.
+
+    An entity with more than ``per_node`` neighbours is summarised: its ``per_node`` are shared
+    between its relations (see :func:`share`), and each relation with neighbours left over is one
+    :class:`MoreOf`. At most ``limit`` facts in all.
+    """
     check_kb(kb)
     frontier = list(dict.fromkeys(entity_ids))
-    if not frontier:
-        return Neighbourhood(names={}, edges=[], truncated=False)
     rows = store.run(
-        q.EXPAND_HOP, routing="r", kb=kb, frontier=frontier, seen=[], statuses=list(SERVABLE_STATUSES),
-        as_of=_zoned(as_of), per_node=per_node, limit=limit + 1,
+        q.RELATION_PAGES, routing="r", kb=kb, frontier=frontier, statuses=list(SERVABLE_STATUSES),
+        as_of=_zoned(as_of), predicate=None, outgoing=True, skip=0, take=per_node,
+    ) if frontier else []
+    graph = Neighbourhood(names={}, edges=[], truncated=False)
+    for entity_rows in _by_entity(rows):
+        shares = share([int(r["total"]) for r in entity_rows], per_node)
+        for row, drawn in zip(entity_rows, shares, strict=True):
+            _draw(graph, row, drawn, skip=0)
+    if len(graph.edges) > limit:
+        del graph.edges[limit:]
+        graph.truncated = True
+    return graph
+
+
+def relation_page(
+    store: Neo4jStore, *, kb: str, entity_id: str, predicate: str, outgoing: bool, skip: int,
+    as_of: datetime | None = None, take: int = 25,
+) -> Neighbourhood:
+    """The next ``take`` neighbours of one relation of an entity, after the ``skip`` drawn already."""
+    rows = store.run(
+        q.RELATION_PAGES, routing="r", kb=check_kb(kb), frontier=[entity_id], statuses=list(SERVABLE_STATUSES),
+        as_of=_zoned(as_of), predicate=predicate, outgoing=outgoing, skip=max(skip, 0), take=take,
     )
-    truncated = len(rows) > limit
-    rows = rows[:limit]
-    names: dict[str, str] = {}
-    edges: list[Edge] = []
-    per_source: dict[str, int] = {}
+    graph = Neighbourhood(names={}, edges=[], truncated=False)
     for row in rows:
-        names.setdefault(row["source_id"], row["source_name"])
-        names.setdefault(row["target_id"], row["target_name"])
-        edges.append(Edge(fact_id=row["fact_id"], source_id=row["source_id"], target_id=row["target_id"],
-                          predicate=row["predicate"], sources=tuple(row["sources"] or ())))
-        for node in (row["source_id"], row["target_id"]):
-            if node in frontier:
-                per_source[node] = per_source.get(node, 0) + 1
-    if any(n >= per_node for n in per_source.values()):
-        truncated = True  # a hub gave only its share
-    return Neighbourhood(names=names, edges=edges, truncated=truncated)
+        _draw(graph, row, take, skip=max(skip, 0))
+    return graph
+
+
+def share(totals: Sequence[int], budget: int) -> list[int]:
+    """How many neighbours of each relation to draw: small relations whole, the budget left split
+    evenly between the big ones (water-filling), so one relation of 200 films does not crowd out
+    the director and the release year."""
+    shares = [0] * len(totals)
+    left = budget
+    order = sorted(range(len(totals)), key=lambda i: totals[i])
+    for done, i in enumerate(order):
+        shares[i] = min(totals[i], left // (len(totals) - done))
+        left -= shares[i]
+    return shares
+
+
+def _by_entity(rows: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row["id"], []).append(row)
+    return list(groups.values())
+
+
+def _draw(graph: Neighbourhood, row: dict[str, Any], drawn: int, *, skip: int) -> None:
+    """Add the first ``drawn`` facts of a relation's page to ``graph``, and a MoreOf for the rest."""
+    entity_id, outgoing = row["id"], bool(row["outgoing"])
+    graph.names.setdefault(entity_id, row["name"])
+    page = row["page"][:drawn]
+    seen = {e.fact_id for e in graph.edges}  # a fact between two frontier entities comes from both
+    for fact in page:
+        if fact["fact_id"] in seen:
+            continue
+        graph.names.setdefault(fact["other_id"], fact["other_name"])
+        source, target = (entity_id, fact["other_id"]) if outgoing else (fact["other_id"], entity_id)
+        graph.edges.append(Edge(fact_id=fact["fact_id"], source_id=source, target_id=target,
+                                predicate=row["predicate"], sources=tuple(fact["sources"] or ())))
+    shown, total = skip + len(page), int(row["total"])
+    if shown < total:
+        graph.more.append(MoreOf(entity_id, row["predicate"], outgoing, shown=shown, total=total))
+        graph.truncated = True

@@ -197,6 +197,31 @@ RETURN r.fact_id AS fact_id, r.predicate AS predicate, r.sources AS sources,
        s.id AS source_id, s.name AS source_name, o.id AS target_id, o.name AS target_name
 """
 
+# The admin graphs' neighbourhoods, one row per (entity, predicate, direction): how many current
+# facts the relation has and a page of them, neighbours by name. A hub's relation of 4,000 films is
+# counted and drawn as a page plus one "+3,975 more" node; ``$predicate`` (with ``$outgoing``) pages
+# through one relation of one entity.
+RELATION_PAGES = """
+WITH coalesce($as_of, datetime()) AS at
+UNWIND $frontier AS id
+MATCH (n:Entity {kb: $kb, id: id})
+CALL (n, at) {
+  MATCH (n)-[r:FACT]-(m:Entity)
+  WHERE r.kb = $kb
+    AND coalesce(r.status, 'accepted') IN $statuses
+    AND (r.valid_to IS NULL OR r.valid_to > at)
+    AND (r.valid_from IS NULL OR r.valid_from <= at)
+    AND ($predicate IS NULL OR (r.predicate = $predicate AND (startNode(r) = n) = $outgoing))
+  WITH r, m, startNode(r) = n AS outgoing
+  ORDER BY m.name, r.fact_id
+  WITH r.predicate AS predicate, outgoing,
+       collect({fact_id: r.fact_id, sources: r.sources, other_id: m.id, other_name: m.name}) AS facts
+  RETURN predicate, outgoing, size(facts) AS total, facts[$skip..$skip + $take] AS page
+}
+RETURN n.id AS id, n.name AS name, predicate, outgoing, total, page
+ORDER BY id, total, predicate, outgoing DESC
+"""
+
 # The hop queries match the other end of a fact without reading it: ``WRITE_FACTS`` only links two
 # entities of the fact's own kb, so ``r.kb`` says the other end's kb (a node property read per fact
 # saved, ~10-15 % of a 3-hop hop).

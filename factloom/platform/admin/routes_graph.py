@@ -12,12 +12,12 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from factloom.config import DEFAULT_KB
-from factloom.graph.explore import entity_facts, get_entity, neighbourhood, search_entities
+from factloom.graph.explore import entity_facts, get_entity, neighbourhood, relation_page, search_entities
 from factloom.graph.store import check_kb
 from factloom.platform.admin.auth import AdminSession, Reviewer
 from factloom.platform.admin.batches import knowledge_bases
 from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
-from factloom.platform.admin.visuals import answer_elements, neighbourhood_elements
+from factloom.platform.admin.visuals import answer_elements, neighbourhood_elements, walk
 from factloom.platform.deps import ResourcesDep
 from factloom.platform.errors import BadRequest, NotFound, PlatformError
 from factloom.platform.feedback import service as feedback_service
@@ -29,6 +29,12 @@ from factloom.platform.resources import Resources
 __all__ = ["router", "parse_as_of"]
 
 router = APIRouter(prefix=PREFIX, route_class=AdminRoute, include_in_schema=False)
+
+# neighbours drawn around one entity before its relations are summarised ("+212 more"), and per
+# click on a summary: more than this around one node is a heap of labels, not a picture
+NEIGHBOURS = 25
+# supporting paths written out under each answer (the graph draws them all)
+PATHS_SHOWN = 3
 
 
 def parse_as_of(raw: str | None) -> datetime | None:
@@ -70,7 +76,7 @@ def entity_page(
     if entity is None:
         raise NotFound(f"no entity {entity_id} in knowledge base {kb!r}")
     facts = entity_facts(resources.store, kb=kb, entity_id=entity_id, as_of=at, history=bool(history))
-    graph = neighbourhood(resources.store, kb=kb, entity_ids=[entity_id], as_of=at, per_node=40)
+    graph = neighbourhood(resources.store, kb=kb, entity_ids=[entity_id], as_of=at, per_node=NEIGHBOURS)
     by_predicate: dict[tuple[str, bool], list[Any]] = {}
     for fact in facts:
         by_predicate.setdefault((fact.predicate, fact.outgoing), []).append(fact)
@@ -82,10 +88,18 @@ def entity_page(
 @router.get("/api/graph/expand")
 def expand(
     _: Reviewer, resources: ResourcesDep, id: Annotated[list[str], Query(max_length=20)],
-    kb: str = DEFAULT_KB, as_of: str = "",
+    kb: str = DEFAULT_KB, as_of: str = "", predicate: str = "", outgoing: bool = True, skip: int = 0,
 ) -> JSONResponse:
-    """One hop around the given entities, as Cytoscape elements, for a click on a node."""
-    graph = neighbourhood(resources.store, kb=_kb(kb), entity_ids=id, as_of=parse_as_of(as_of), per_node=30)
+    """One hop around the given entities, as Cytoscape elements, for a click on a node; with a
+    ``predicate``, the next page of that relation of the one entity, for a click on its "+N more"."""
+    kb, at = _kb(kb), parse_as_of(as_of)
+    if predicate:
+        if len(id) != 1:
+            raise BadRequest("a relation's next page is of one entity")
+        graph = relation_page(resources.store, kb=kb, entity_id=id[0], predicate=predicate, outgoing=outgoing,
+                              skip=skip, as_of=at, take=NEIGHBOURS)
+        return JSONResponse({"elements": neighbourhood_elements(graph), "truncated": graph.truncated})
+    graph = neighbourhood(resources.store, kb=kb, entity_ids=id, as_of=at, per_node=NEIGHBOURS)
     return JSONResponse({"elements": neighbourhood_elements(graph, expanded=id), "truncated": graph.truncated})
 
 
@@ -110,9 +124,12 @@ def ask(
             )
         except PlatformError as exc:
             error = exc.detail
-    elements = answer_elements(result.answers, [s.name for s in result.seeds]) if result else []
+    seeds = [s.name for s in result.seeds] if result else []
+    elements = answer_elements(result.answers, seeds) if result else []
+    # each answer's first paths as walked from the linked entity, every step naming where it arrives
+    paths = [[walk(p, seeds) for p in a.paths[:PATHS_SHOWN]] for a in result.answers] if result else []
     return render(request, "ask.html", question=question, kb=kb, as_of=as_of, hops=hops, top_k=top_k,
-                  result=result, error=error, elements=elements, kbs=knowledge_bases(db=resources.db))
+                  result=result, error=error, elements=elements, paths=paths, kbs=knowledge_bases(db=resources.db))
 
 
 # what the Ask page's own query string may carry back after a feedback post (never a URL of its own)

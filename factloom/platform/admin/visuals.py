@@ -7,15 +7,17 @@ escaped. Graph elements are plain dicts in Cytoscape's JSON format (``{"data": {
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from markupsafe import Markup, escape
 
-from factloom.graph.explore import Neighbourhood
+from factloom.graph.explore import MoreOf, Neighbourhood
 from factloom.graph.types import entity_key
-from factloom.platform.query.schemas import AnswerOut
+from factloom.platform.query.schemas import AnswerOut, PathStepOut
 
-__all__ = ["neighbourhood_elements", "answer_elements", "verifier_chart", "sparkline", "status_bar", "version_bars",
+__all__ = ["neighbourhood_elements", "more_elements", "relation_text", "Step", "walk", "answer_elements",
+           "verifier_chart", "sparkline", "status_bar", "version_bars",
            "COLOURS"]
 
 COLOURS = {
@@ -27,17 +29,77 @@ COLOURS = {
 def neighbourhood_elements(
     graph: Neighbourhood, *, focus: Iterable[str] = (), expanded: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
+    """The entities and facts of a neighbourhood, and one summary node per relation left undrawn."""
     focus, expanded = set(focus), set(expanded) | set(focus)
     nodes = [{"data": {"id": i, "label": name}, "classes": " ".join(
         c for c, on in (("focus", i in focus), ("expanded", i in expanded)) if on)}
         for i, name in graph.names.items()]
     edges = [{"data": {"id": e.fact_id, "source": e.source_id, "target": e.target_id, "label": e.predicate,
                        "sources": list(e.sources)}} for e in graph.edges]
-    return nodes + edges
+    return nodes + edges + [element for more in graph.more for element in more_elements(more)]
+
+
+def more_elements(more: MoreOf) -> list[dict[str, Any]]:
+    """A summary node, "+212 more ←directed_by–", tied to its entity; a click on it draws the next
+    page of the relation (its data says which) and updates it, or removes it after the last page."""
+    node_id = f"more:{more.entity_id}:{more.predicate}:{'out' if more.outgoing else 'in'}"
+    ends = (more.entity_id, node_id) if more.outgoing else (node_id, more.entity_id)
+    label = f"+{more.total - more.shown} more {relation_text(more.predicate, more.outgoing)}"
+    return [
+        {"data": {"id": node_id, "label": label,
+                  "entity": more.entity_id, "predicate": more.predicate, "outgoing": more.outgoing,
+                  "shown": more.shown, "total": more.total}, "classes": "more"},
+        {"data": {"id": f"to-{node_id}", "source": ends[0], "target": ends[1]}, "classes": "more"},
+    ]
+
+
+def relation_text(predicate: str, forward: bool) -> str:
+    """A relation as read from one end: "–directed_by→" along the fact, "←directed_by–" against it."""
+    return f"–{predicate}→" if forward else f"←{predicate}–"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One fact of an answer's path as walked from the linked entity: from ``start`` to ``end``,
+    ``forward`` when that is the fact's own direction (``start`` is its subject)."""
+
+    fact_id: str
+    start: str
+    predicate: str
+    end: str
+    forward: bool
+    sources: list[str]
+
+
+def walk(path: Sequence[PathStepOut], seeds: Iterable[str]) -> list[Step]:
+    """The facts of a path (each in its stored direction) as the steps walked from a seed.
+
+    "The genres of the films directed by the director of [Blade Runner]" walks Blade Runner
+    –directed_by→ Ridley Scott ←directed_by– Black Rain –has_genre→ Action: read in the stored
+    direction, the middle fact would name Ridley Scott twice and Black Rain never.
+    """
+    if not path:
+        return []
+    keys = {entity_key(s) for s in seeds}
+    first = path[0]
+    if entity_key(first.subject) in keys or entity_key(first.object) in keys:
+        at = first.subject if entity_key(first.subject) in keys else first.object
+    elif len(path) > 1 and entity_key(first.subject) in {entity_key(path[1].subject), entity_key(path[1].object)}:
+        at = first.object  # no seed on it: start where it does not meet the next fact
+    else:
+        at = first.subject
+    steps = []
+    for fact in path:
+        forward = entity_key(fact.subject) == entity_key(at) or entity_key(fact.object) != entity_key(at)
+        start, end = (fact.subject, fact.object) if forward else (fact.object, fact.subject)
+        steps.append(Step(fact.fact_id, start, fact.predicate, end, forward, list(fact.sources)))
+        at = end
+    return steps
 
 
 def answer_elements(answers: Sequence[AnswerOut], seeds: Iterable[str]) -> list[dict[str, Any]]:
-    """Every entity and fact on the answers' paths; seeds and answers marked, each edge tagged with its answers."""
+    """Every entity and fact on the answers' paths; seeds and answers marked, each edge tagged with its
+    answers (ranks) and its paths ("rank-index"), drawn in the fact's own direction."""
     seed_keys = {entity_key(s) for s in seeds}
     nodes: dict[str, dict[str, Any]] = {}
     edges: dict[str, dict[str, Any]] = {}
@@ -53,13 +115,15 @@ def answer_elements(answers: Sequence[AnswerOut], seeds: Iterable[str]) -> list[
         entry = nodes.setdefault(node(answer.name), {})
         entry["classes"].add("answer")
         entry["data"]["rank"] = rank
-        for path in answer.paths:
+        for index, path in enumerate(answer.paths):
             for step in path:
                 s, o = node(step.subject), node(step.object)
                 edge = edges.setdefault(step.fact_id, {"data": {"id": step.fact_id, "source": s, "target": o,
-                                                                  "label": step.predicate, "answers": []}})
+                                                                  "label": step.predicate, "answers": [],
+                                                                  "paths": []}})
                 if rank not in edge["data"]["answers"]:
                     edge["data"]["answers"].append(rank)
+                edge["data"]["paths"].append(f"{rank}-{index}")
     for entry in nodes.values():
         entry["classes"] = " ".join(sorted(entry["classes"]))
     return list(nodes.values()) + list(edges.values())
