@@ -170,6 +170,9 @@ class Settings(BaseSettings):
     admin_session_hours: float = 12.0
     admin_cookie_secure: bool = False
     admin_page_size: int = 50  # rows per review-queue page
+    # how long the notice after a decision offers to undo it (its reviewer only; an admin can reopen
+    # any decided item at any time); the server accepts the undo for twice as long, for slow clicks
+    admin_undo_s: float = 15.0
 
     # monitoring (docs/operations.md, "Monitoring"): ``up --monitoring`` or ``monitoring=true`` also runs
     # Prometheus (scraping the API every ``monitoring_scrape_s``) and Alertmanager (posting to

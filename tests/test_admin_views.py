@@ -553,3 +553,44 @@ def test_the_queue_says_why_groups_rivals_searches_and_counts_positions(tmp_path
     filters, errors = q.parse_filters({"reason": "gremlins", "group": "claim", "q": " blade ", "subject": "Alien"})
     assert filters.reason == "" and "unknown reason" in errors[0] and filters.group == "claim"
     assert filters.search == "blade" and filters.query(subject="", group="") == "q=blade"
+
+
+def test_a_decision_can_be_undone_by_its_reviewer_for_a_while_and_reopened_by_an_admin(client: TestClient) -> None:
+    from factloom.ledger import AuditEvent, ReviewDecision
+
+    db: Database = client.app.state.resources.db  # type: ignore[attr-defined]
+    csrf = _sign_in(client, "rita", "reviewer-pass")
+    first, second = _waiting(client, 2)
+    form = {"decision": "reject", "reason": "wrong film", "csrf": csrf, "back": "kb=ui"}
+    page = client.post(f"/admin/review/{first}/decide", data=form, follow_redirects=True)
+    assert _status(client, first) is Status.rejected
+    notice = re.search(r'<form method="post" action="/admin/review/undo".*?</form>', page.text, re.S)
+    assert notice is not None and "Undo" in notice.group()
+    start, end = (re.search(rf'name="{k}" value="([^"]+)"', notice.group()).group(1)  # type: ignore[union-attr]
+                  for k in ("start", "end"))
+    undone = client.post("/admin/review/undo", data={"start": start, "end": end, "csrf": csrf}, follow_redirects=True)
+    assert "is back in the queue" in undone.text and _status(client, first) is Status.needs_review
+    with db.session() as session:  # the withdrawn decision no longer counts (nor trains the fusion)...
+        assert session.query(ReviewDecision).filter_by(submission_id=first).count() == 0
+        trail = session.query(AuditEvent).filter_by(target=first, action="review.undo").one()
+        assert trail.details["decisions"][0]["reason"] == "wrong film"  # ...the audit trail keeps it whole
+    # someone else's decision, or an old one, is not the reviewer's to undo
+    client.post(f"/admin/review/{second}/decide", data=form)
+    with db.session() as session:
+        session.query(ReviewDecision).filter_by(submission_id=second).update(
+            {"created_at": datetime.now(timezone.utc) - timedelta(minutes=5)})
+    now = time.time()
+    late = client.post("/admin/review/undo", data={"start": now - 310, "end": now - 290, "csrf": csrf},
+                       follow_redirects=True)
+    assert "Nothing to undo" in late.text and _status(client, second) is Status.rejected
+    assert client.post(f"/admin/review/{second}/reopen", data={"csrf": csrf}).status_code == 403
+    admin_csrf = _sign_in(client, "ada", "admin-pass-1")
+    item = client.get(f"/admin/review/{second}")
+    assert "Reopen for review" in item.text
+    reopened = client.post(f"/admin/review/{second}/reopen", data={"csrf": admin_csrf, "reason": "wrong call"},
+                           follow_redirects=True)
+    assert "Reopened: it was rejected" in reopened.text and _status(client, second) is Status.needs_review
+    assert "review.reopen" in client.get("/admin/audit").text
+    again = client.post(f"/admin/review/{second}/reopen", data={"csrf": admin_csrf})
+    assert again.status_code == 409  # nothing decided to take back
+    client.cookies.clear()

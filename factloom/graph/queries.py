@@ -85,8 +85,33 @@ SUPERSEDE = """
 UNWIND $facts AS f
 MATCH (s:Entity {kb: $kb, id: f.subject_id})-[r:FACT {predicate: f.predicate}]->()
 WHERE r.fact_id <> f.fact_id AND (r.valid_to IS NULL OR r.valid_to > datetime())
+SET r.valid_to_before = r.valid_to
 SET r.valid_to = coalesce(f.valid_from, datetime()), r.superseded_by = f.fact_id
 RETURN count(r) AS closed
+"""
+
+# a fact taken back (its review undone): the values it superseded hold again as they did before
+# (``valid_to_before``: what SUPERSEDE found), then the fact goes
+RETRACT_FACT = """
+MATCH (s:Entity)-[r:FACT {fact_id: $fact_id}]->()
+WHERE r.kb = $kb
+CALL (s, r) {
+  MATCH (s)-[old:FACT {predicate: r.predicate}]->()
+  WHERE old.superseded_by = r.fact_id
+  SET old.valid_to = old.valid_to_before
+  REMOVE old.superseded_by, old.valid_to_before
+  RETURN count(old) AS restored
+}
+DELETE r
+RETURN restored
+"""
+
+# a fact that stays (other submissions assert it) but loses a source whose submission was taken back
+SET_FACT_SOURCES = """
+MATCH ()-[r:FACT {fact_id: $fact_id}]->()
+WHERE r.kb = $kb
+SET r.sources = $sources
+RETURN count(r) AS changed
 """
 
 WRITE_FACTS = """

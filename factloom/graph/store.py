@@ -207,6 +207,14 @@ class Neo4jStore:
             self.run(q.SUPERSEDE, kb=kb, facts=superseding)
         return int(self._run_idempotent(q.WRITE_FACTS, kb=kb, facts=rows)[0]["written"])
 
+    def retract_fact(self, kb: str, fact_id: str) -> int:
+        """Take a fact out of the graph; the values it superseded hold again. Returns how many."""
+        rows = self.run(q.RETRACT_FACT, kb=check_kb(kb), fact_id=fact_id)
+        return int(rows[0]["restored"]) if rows else 0
+
+    def set_fact_sources(self, kb: str, fact_id: str, sources: Sequence[str]) -> None:
+        self.run(q.SET_FACT_SOURCES, kb=check_kb(kb), fact_id=fact_id, sources=list(sources))
+
     def current_facts(self, kb: str, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[StoredFact]]:
         """Current facts per (subject name, predicate): what new claims may repeat or contradict."""
         wanted = {(entity_key(s), p): (s, p) for s, p in pairs}

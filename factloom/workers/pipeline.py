@@ -15,8 +15,8 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 
-from factloom.graph import FactWrite
-from factloom.ledger import CheckResult, FactSubmission, ReviewDecision, Status
+from factloom.graph import FactWrite, Neo4jStore
+from factloom.ledger import CheckResult, Database, FactSubmission, ReviewDecision, Status
 from factloom.ledger.evidence import image_path
 from factloom.metrics import CHECK_VERDICTS, VERIFIER_ABSTENTIONS, VERIFIER_CHECKS
 from factloom.verify import Claim, Verdict, Verifier, VerifierResult
@@ -24,7 +24,7 @@ from factloom.verify.base import GraphView
 from factloom.verify.reasons import review_reason
 from factloom.workers.context import WorkerContext
 
-__all__ = ["check_submissions", "commit_submissions", "stale_submissions"]
+__all__ = ["check_submissions", "commit_submissions", "stale_submissions", "retract_submissions"]
 
 log = logging.getLogger(__name__)
 
@@ -205,14 +205,41 @@ def commit_submissions(ctx: WorkerContext, ids: Sequence[str]) -> int:
         ctx.store.write_facts(kb, facts)  # new entities are embedded by the embed task
     if not work:
         return 0
+    written = [w[0] for w in work]
     with ctx.db.session() as session:
         session.execute(
             update(FactSubmission)
-            .where(FactSubmission.id.in_([w[0] for w in work]),
-                   FactSubmission.status.in_([Status.accepted, Status.reviewed]))
+            .where(FactSubmission.id.in_(written), FactSubmission.status.in_([Status.accepted, Status.reviewed]))
             .values(status=Status.committed, committed_at=datetime.now(timezone.utc))
         )
-    return len(work)
+        # a review undone while this write was under way: the graph must not keep what the ledger took back
+        undone = list(session.scalars(select(FactSubmission.id).where(
+            FactSubmission.id.in_(written), FactSubmission.status.in_([Status.needs_review, Status.rejected]))))
+    if undone:
+        retract_submissions(ctx.db, ctx.store, undone)
+    return len(work) - len(undone)
+
+
+def retract_submissions(db: Database, store: Neo4jStore, ids: Sequence[str]) -> int:
+    """Take the facts of these submissions back out of the graph (their reviews were undone).
+
+    A fact that other committed submissions still assert stays, with only their sources; one that
+    nothing else asserts goes, and the values it superseded hold again. Idempotent; returns how many
+    values were restored."""
+    restored = 0
+    with db.session() as session:
+        facts = sorted(set(session.execute(select(FactSubmission.kb, FactSubmission.fact_id)
+                                           .where(FactSubmission.id.in_(list(ids)))).tuples()))
+        others = {(kb, fact_id): list(session.scalars(select(FactSubmission.source).where(
+            FactSubmission.kb == kb, FactSubmission.fact_id == fact_id, FactSubmission.status == Status.committed,
+            FactSubmission.id.not_in(list(ids))))) for kb, fact_id in facts}
+    for kb, fact_id in facts:
+        held_by = others[(kb, fact_id)]
+        if held_by:
+            store.set_fact_sources(kb, fact_id, sorted({s for s in held_by if s}))
+        else:
+            restored += store.retract_fact(kb, fact_id)
+    return restored
 
 
 def _write(row: FactSubmission, functional: Sequence[str], beside: bool = False) -> FactWrite:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Callable, Coroutine
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -138,24 +139,35 @@ def redirect(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303)
 
 
-def flash(request: Request, response: Response, message: str, kind: str = "ok") -> Response:
-    """Show ``message`` on the next page this browser renders (a signed cookie, one minute)."""
-    import time
+def flash(
+    request: Request, response: Response, message: str, kind: str = "ok", *, undo: tuple[float, float] | None = None,
+) -> Response:
+    """Show ``message`` on the next page this browser renders (a signed cookie, one minute).
 
-    key = request.app.state.resources.settings.admin_key()
-    value = sign(key, {"m": message[:300], "k": kind, "exp": time.time() + 60})
-    response.set_cookie(FLASH_COOKIE, value, max_age=60, path=PREFIX, httponly=True, samesite="lax")
+    ``undo``: the (start, end) UNIX times of the decisions just taken, which the notice offers to undo
+    for :attr:`~factloom.config.Settings.admin_undo_s`.
+    """
+    settings = request.app.state.resources.settings
+    payload: dict[str, Any] = {"m": message[:300], "k": kind, "exp": time.time() + 60}
+    if undo is not None:
+        payload["u"] = [undo[0], undo[1], undo[1] + settings.admin_undo_s]
+    response.set_cookie(FLASH_COOKIE, sign(settings.admin_key(), payload), max_age=60, path=PREFIX, httponly=True,
+                        samesite="lax")
     return response
 
 
-def _take_flash(request: Request) -> dict[str, str] | None:
+def _take_flash(request: Request) -> dict[str, Any] | None:
     raw = request.cookies.get(FLASH_COOKIE)
     if not raw:
         return None
     payload = unsign(request.app.state.resources.settings.admin_key(), raw)
     if payload is None or not isinstance(payload.get("m"), str):
         return None
-    return {"message": payload["m"], "kind": str(payload.get("k", "ok"))}
+    out: dict[str, Any] = {"message": payload["m"], "kind": str(payload.get("k", "ok"))}
+    window = payload.get("u")
+    if isinstance(window, list) and len(window) == 3 and window[2] > time.time():
+        out["undo"] = {"start": window[0], "end": window[1], "seconds": max(1, int(window[2] - time.time()))}
+    return out
 
 
 def _error(request: Request, status: int, title: str, detail: str) -> Response:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,7 +25,7 @@ from factloom.platform.ingest.schemas import FactIn
 from factloom.platform.review import service as review
 
 __all__ = ["Check", "Conflicting", "HistoryEvent", "Item", "load_item", "conflicts", "item_graph", "decide",
-           "correct", "bulk_decide", "keep_one", "BulkResult", "FUSION"]
+           "correct", "bulk_decide", "keep_one", "undo_between", "BulkResult", "FUSION"]
 
 log = logging.getLogger(__name__)
 FUSION = "fusion"
@@ -240,6 +240,26 @@ def keep_one(*, db: Database, keep: str, rivals: Sequence[str], actor: str) -> B
         raise BadRequest(f"at most {MAX_BULK} rivals at once; this group has {len(others)}")
     return BulkResult(done=[keep], skipped=[]) if not others else bulk_decide(
         db=db, ids=others, decision="reject", reason=f"a rival value ({keep[:8]}) was kept", actor=actor)
+
+
+def undo_between(*, db: Database, store: Neo4jStore, actor: str, start: float, end: float,
+                 within_s: float) -> BulkResult:
+    """Undo the decisions ``actor`` took between the UNIX times ``start`` and ``end`` (one click's)."""
+    since, until = (datetime.fromtimestamp(t, timezone.utc) for t in (start - 0.5, end + 0.5))
+    with db.session() as session:
+        ids = list(dict.fromkeys(session.scalars(
+            select(ReviewDecision.submission_id).join(FactSubmission, FactSubmission.id == ReviewDecision.submission_id)
+            .where(ReviewDecision.reviewer == actor, ReviewDecision.created_at >= since,
+                   ReviewDecision.created_at <= until, FactSubmission.key.not_like("c:%"))  # corrections go with theirs
+            .order_by(ReviewDecision.created_at))))
+    done, skipped = [], []
+    for submission_id in ids:
+        try:
+            review.reopen(db=db, store=store, submission_id=submission_id, actor=actor, undo_within_s=within_s)
+            done.append(submission_id)
+        except (Conflict, NotFound):
+            skipped.append(submission_id)
+    return BulkResult(done=done, skipped=skipped)
 
 
 def selected_rows(*, db: Database, ids: Sequence[str]) -> list[FactSubmission]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 from urllib.parse import parse_qsl
 
@@ -12,12 +13,14 @@ from factloom.graph.errors import GraphUnavailable
 from factloom.ledger.evidence import IMAGE_TYPES, image_path
 from factloom.platform.admin import queue as q
 from factloom.platform.admin import review
-from factloom.platform.admin.auth import Reviewer
+from factloom.platform.admin.auth import AdminOnly, Reviewer
 from factloom.platform.admin.batches import knowledge_bases
 from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
+from factloom.platform.admin.routes_auth import safe_next
 from factloom.platform.admin.visuals import neighbourhood_elements, verifier_chart
 from factloom.platform.deps import ResourcesDep
 from factloom.platform.errors import BadRequest, Conflict, NotFound
+from factloom.platform.review import service as review_service
 from factloom.verify.reasons import REVIEW_REASONS
 
 __all__ = ["router"]
@@ -122,6 +125,7 @@ def decide(
 ) -> Response:
     filters = _filters_from(back)
     _, next_id = q.neighbours(db=resources.db, filters=filters, submission_id=submission_id)
+    start = time.time()
     try:
         review.decide(db=resources.db, submission_id=submission_id, decision=decision, reason=reason,
                       actor=me.actor)
@@ -132,7 +136,7 @@ def decide(
     if decision != "reject":
         message += " — it is being committed to the graph"
     target = f"{PREFIX}/review/{next_id}?{back}" if next_id else f"{PREFIX}/queue?{back}"
-    return flash(request, redirect(target), message)
+    return flash(request, redirect(target), message, undo=(start, time.time()))
 
 
 @router.post("/review/{submission_id}/correct")
@@ -141,11 +145,12 @@ def correct(
     subject: Annotated[str, Form()], predicate: Annotated[str, Form()], object: Annotated[str, Form()],
     reason: Annotated[str, Form()] = "", back: Annotated[str, Form()] = "",
 ) -> Response:
+    start = time.time()
     new_id = review.correct(db=resources.db, submission_id=submission_id, subject=subject, predicate=predicate,
                             obj=object, reason=reason, actor=me.actor,
                             max_chars=resources.settings.max_string_chars)
     return flash(request, redirect(f"{PREFIX}/review/{new_id}?{back}"),
-                 f"Corrected and accepted as {new_id[:8]}; the original is rejected")
+                 f"Corrected and accepted as {new_id[:8]}; the original is rejected", undo=(start, time.time()))
 
 
 @router.post("/queue/bulk")
@@ -167,11 +172,12 @@ async def bulk(request: Request, me: Reviewer, resources: ResourcesDep) -> Respo
         rows = review.selected_rows(db=resources.db, ids=ids)
         return render(request, "confirm_bulk.html", rows=rows, decision=decision, reason=reason, back=back,
                       too_many=len(ids) > review.MAX_BULK)
+    start = time.time()
     result = review.bulk_decide(db=resources.db, ids=ids, decision=decision, reason=reason, actor=me.actor)
     verb = "Accepted" if decision == "accept" else "Rejected"
     note = f"{verb} {len(result.done)} item(s)" + (
         f"; {len(result.skipped)} were already decided" if result.skipped else "")
-    return flash(request, redirect(f"{PREFIX}/queue?{back}"), note)
+    return flash(request, redirect(f"{PREFIX}/queue?{back}"), note, undo=(start, time.time()))
 
 
 @router.post("/queue/keep")
@@ -182,6 +188,7 @@ async def keep(request: Request, me: Reviewer, resources: ResourcesDep) -> Respo
     rivals = [str(v) for v in form.getlist("ids")]
     if not kept or kept not in rivals:
         raise BadRequest("choose the value to keep among the group's")
+    start = time.time()
     try:
         result = review.keep_one(db=resources.db, keep=kept, rivals=rivals, actor=me.actor)
     except Conflict as exc:
@@ -189,4 +196,35 @@ async def keep(request: Request, me: Reviewer, resources: ResourcesDep) -> Respo
     rejected = len(result.done) - (1 if kept in result.done else 0)
     note = f"Kept {kept[:8]} and rejected {rejected} rival value(s)" + (
         f"; {len(result.skipped)} were already decided" if result.skipped else "")
-    return flash(request, redirect(f"{PREFIX}/queue?{back}"), note)
+    return flash(request, redirect(f"{PREFIX}/queue?{back}"), note, undo=(start, time.time()))
+
+
+@router.post("/review/undo")
+def undo(
+    request: Request, me: Reviewer, resources: ResourcesDep, start: Annotated[float, Form()],
+    end: Annotated[float, Form()], back: Annotated[str, Form(max_length=4000)] = "",
+) -> Response:
+    """The undo notice's button: the decisions this reviewer just took go back to the queue."""
+    result = review.undo_between(db=resources.db, store=resources.store, actor=me.actor, start=start, end=end,
+                                 within_s=2 * resources.settings.admin_undo_s)
+    target = safe_next(back) if back else f"{PREFIX}/queue"
+    if not result.done:
+        return flash(request, redirect(target), "Nothing to undo: the decision is too old or no longer yours to undo; "
+                     "an admin can reopen it", "warn")
+    first = result.done[0]
+    note = (f"Undone: {first[:8]} is back in the queue" if len(result.done) == 1
+            else f"Undone: {len(result.done)} items are back in the queue") + (
+        f"; {len(result.skipped)} could not be undone" if result.skipped else "")
+    return flash(request, redirect(f"{PREFIX}/review/{first}" if len(result.done) == 1 else target), note)
+
+
+@router.post("/review/{submission_id}/reopen")
+def reopen(
+    submission_id: str, request: Request, me: AdminOnly, resources: ResourcesDep,
+    reason: Annotated[str, Form(max_length=2000)] = "",
+) -> Response:
+    """An admin takes a decided item back into the queue; the graph is put back as it was."""
+    was = review_service.reopen(db=resources.db, store=resources.store, submission_id=submission_id,
+                                actor=me.actor, reason=reason.strip())
+    return flash(request, redirect(f"{PREFIX}/review/{submission_id}"),
+                 f"Reopened: it was {was.value}; it waits for review again and the graph is as before the decision")

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
+from datetime import timedelta
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 
-from factloom.ledger import AuditEvent, Database, FactSubmission, ReviewDecision, Status
+from factloom.graph import Neo4jStore
+from factloom.ledger import AuditEvent, CheckResult, Database, FactSubmission, ReviewDecision, Status
+from factloom.ledger.tables import utcnow
 from factloom.platform.errors import BadRequest, Conflict, NotFound
 
-__all__ = ["list_submissions", "kb_of", "decide", "DECISIONS"]
+__all__ = ["list_submissions", "kb_of", "decide", "reopen", "DECISIONS", "DECIDED"]
 
 log = logging.getLogger(__name__)
 
@@ -19,6 +22,8 @@ REVIEWABLE = frozenset({Status.needs_review})
 # keep_both: it holds beside the current value (two same-name entities, or a predicate that is not
 # functional for this subject); reject: it never reaches the graph
 DECISIONS = ("accept", "keep_both", "reject")
+# what a submission can be reopened from: decided by a reviewer or by the fusion, committed or not
+DECIDED = frozenset({Status.accepted, Status.rejected, Status.reviewed, Status.committed})
 
 
 def list_submissions(
@@ -95,3 +100,65 @@ def decide(*, db: Database, submission_id: str, decision: str, reason: str, revi
         except Exception:  # stays 'reviewed' in the ledger; the sweeper commits it
             log.exception("could not enqueue the commit of %s; the sweeper will", submission_id)
     return new_status
+
+
+def reopen(
+    *, db: Database, store: Neo4jStore, submission_id: str, actor: str, reason: str = "",
+    undo_within_s: float | None = None,
+) -> Status:
+    """Put a decided submission back in the review queue and the graph back as it was; returns the
+    status it had.
+
+    ``undo_within_s`` makes it a reviewer's undo: only of their own decision, only that many seconds
+    after it. Without it (an admin's reopen) any decided submission may be reopened. The withdrawn
+    decisions leave the decision table (so they no longer train the fusion) for the audit trail,
+    which keeps them in full; a correction's new submission is withdrawn with them.
+    """
+    from factloom.workers.pipeline import retract_submissions
+
+    with db.session() as session:
+        row = session.get(FactSubmission, submission_id)
+        if row is None:
+            raise NotFound(f"no submission {submission_id}")
+        if row.status not in DECIDED:
+            raise Conflict(f"submission {submission_id} is {row.status.value}: there is no decision to take back")
+        decisions = list(session.scalars(select(ReviewDecision).where(ReviewDecision.submission_id == submission_id)
+                                         .order_by(ReviewDecision.created_at)))
+        if undo_within_s is not None:
+            last = decisions[-1] if decisions else None
+            if last is None or last.reviewer != actor:
+                raise Conflict("only the reviewer who decided can undo it; an admin can reopen it")
+            if utcnow() - last.created_at > timedelta(seconds=undo_within_s):
+                raise Conflict(f"the decision is older than {undo_within_s:g} s; an admin can reopen it")
+        corrections = list(session.scalars(select(FactSubmission).where(
+            FactSubmission.kb == row.kb, FactSubmission.key == f"c:{submission_id}",
+            FactSubmission.status.in_(list(DECIDED)))))
+        was = row.status
+        fused = session.scalar(select(CheckResult.explanation).where(
+            CheckResult.submission_id == submission_id, CheckResult.verifier == "fusion"))
+        changed = session.execute(  # type: ignore[attr-defined]
+            update(FactSubmission).where(FactSubmission.id == submission_id, FactSubmission.status == was)
+            .values(status=Status.needs_review, verdict_reason=fused, committed_at=None)
+        ).rowcount
+        if not changed:
+            raise Conflict(f"submission {submission_id} changed meanwhile; reload it")
+        # what may have reached the graph: a rejected claim never did
+        in_graph = [i for i, status in [(submission_id, was), *((c.id, c.status) for c in corrections)]
+                    if status is not Status.rejected]
+        for fixed in corrections:
+            fixed.status = Status.rejected
+            fixed.verdict_reason = f"review: correction of {submission_id} undone"
+        withdrawn = [submission_id, *(c.id for c in corrections)]
+        session.execute(delete(ReviewDecision).where(ReviewDecision.submission_id.in_(withdrawn)))
+        session.add(AuditEvent(
+            actor=actor, action="review.undo" if undo_within_s is not None else "review.reopen",
+            target=submission_id, details={
+                "was": was.value, "reason": reason, "kb": row.kb, "fact_id": row.fact_id,
+                "decisions": [{"decision": d.decision, "reviewer": d.reviewer, "reason": d.reason,
+                               "at": d.created_at.isoformat()} for d in decisions],
+                "corrections": [c.id for c in corrections],
+            }))
+    # the graph last: a commit worker writing meanwhile sees the ledger's new state and retracts too
+    if in_graph:
+        retract_submissions(db, store, in_graph)
+    return was

@@ -7,6 +7,22 @@
     return t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName));
   }
 
+  // the undo notice after a decision: a countdown, then it goes; u undoes while it shows
+  var undo = document.querySelector("form.undo[data-seconds]");
+  if (undo) {
+    var left = parseInt(undo.dataset.seconds, 10) || 0;
+    var shown = undo.querySelector(".countdown");
+    var tick = window.setInterval(function () {
+      left -= 1;
+      if (left <= 0) { window.clearInterval(tick); undo.remove(); return; }
+      shown.textContent = left + " s";
+    }, 1000);
+    document.addEventListener("keydown", function (event) {
+      if (event.ctrlKey || event.metaKey || event.altKey || typing(event) || !undo.isConnected) return;
+      if (event.key.toLowerCase() === "u") { event.preventDefault(); undo.querySelector("button").click(); }
+    });
+  }
+
   // review item: a accept, r reject, b both hold (a conflict), e correct, j/k next/previous, / focus the reason
   var item = document.querySelector("[data-shortcuts]");
   if (item) {
