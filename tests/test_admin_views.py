@@ -594,3 +594,44 @@ def test_a_decision_can_be_undone_by_its_reviewer_for_a_while_and_reopened_by_an
     again = client.post(f"/admin/review/{second}/reopen", data={"csrf": admin_csrf})
     assert again.status_code == 409  # nothing decided to take back
     client.cookies.clear()
+
+
+def test_batches_page_narrows_every_figure_to_the_kb_and_shows_the_reviewers(client: TestClient) -> None:
+    from factloom.platform.admin.batches import queue_age, reviewers, throughput
+
+    db: Database = client.app.state.resources.db  # type: ignore[attr-defined]
+    rita = _sign_in(client, "rita", "reviewer-pass")
+    ids = _waiting(client, 3)  # kb "ui"
+    client.post(f"/admin/review/{ids[0]}/decide", data={"decision": "reject", "csrf": rita})
+    with db.session() as session:  # another kb with more waiting
+        session.add(IngestBatch(id="d" * 32, kb="elsewhere", count=4))
+        session.flush()
+        for i in range(4):
+            session.add(FactSubmission(id=uuid.uuid4().hex, batch_id="d" * 32, kb="elsewhere", key=f"e{i}",
+                                       fact_id=f"e{i}", subject=f"E{i}", predicate="p", object="o",
+                                       status=Status.needs_review))
+    ui, everywhere = throughput(db=db, kb="ui"), throughput(db=db)
+    assert everywhere.status_totals["needs_review"] == ui.status_totals["needs_review"] + 4
+    _sign_in(client, "ada", "admin-pass-1")
+    page = client.get("/admin/batches", params={"kb": "ui"}).text
+    waiting = re.search(r"<b>(\d+)</b><span>waiting for review", page)
+    assert waiting is not None and int(waiting.group(1)) == ui.status_totals["needs_review"]
+    assert "elsewhere" not in page.split('id="batches"')[1]  # nor in the table
+    chart = page.split('id="minute-chart"')[1].split("</svg>")[0]
+    assert "facts / min" in chart and "now" in chart and "−59 min" in chart and 'class="axis"' in chart
+    people = {r.reviewer: r for r in reviewers(db=db, kb="ui")}
+    assert people["user:rita"].decisions >= 1 and "user:rita" in page.split('id="reviewers"')[1]
+    assert queue_age(db=db, kb="elsewhere").waiting == 4
+    client.cookies.clear()
+
+
+def test_models_page_says_what_serves_a_kb_without_learned_models(client: TestClient) -> None:
+    _sign_in(client, "ada", "admin-pass-1")
+    _waiting(client, 1)  # kb "ui": ingested, nothing trained
+    page = client.get("/admin/models", params={"kb": "ui"}).text
+    serving = page.split('id="serving-now"')[1].split("</section>")[0]
+    assert serving.count("baseline</span>") == 4
+    assert "pathrank-baseline" in serving and "k-hop expansion" in serving and "plausibility check abstains" in serving
+    assert "accept at ≥ 0.9" in serving
+    assert "ui" in page.split('id="kb"')[1].split("</select>")[0]  # the kb is offered in the filter too
+    client.cookies.clear()

@@ -304,8 +304,10 @@ Index("ix_submission_kb_status_created", FactSubmission.kb, FactSubmission.statu
       FactSubmission.id)
 Index("ix_submission_kb_status_probability", FactSubmission.kb, FactSubmission.status, FactSubmission.probability,
       FactSubmission.id)
-# reviewer throughput and "decided today" read the decisions of a time window
+# reviewer throughput and "decided today" read the decisions of a time window, the batches page the
+# facts committed in the last hour
 Index("ix_review_decision_created", ReviewDecision.created_at)
+Index("ix_submission_committed", FactSubmission.committed_at)
 # text evidence looks up stored evidence about a claim's entities by case-folded name (ledger.evidence.stored_texts)
 Index("ix_submission_kb_subject_lower", FactSubmission.kb, func.lower(FactSubmission.subject))
 Index("ix_submission_kb_object_lower", FactSubmission.kb, func.lower(FactSubmission.object))

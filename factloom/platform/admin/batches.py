@@ -1,15 +1,19 @@
-"""Ingest batches for the operators' page: status counts per batch, and throughput over the last hour."""
+"""Ingest batches for the operators' page: status counts per batch, throughput over the last hour, and
+how the reviewers keep up (decisions per hour, agreement with the fusion, the queue's age)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from sqlalchemy import func, select
 
-from factloom.ledger import Database, FactSubmission, IngestBatch, Status
+from factloom.ledger import Database, FactSubmission, IngestBatch, ReviewDecision, Status
+from factloom.ledger.tables import DECISIONS_THAT_HOLD
 
-__all__ = ["BatchRow", "Throughput", "list_batches", "throughput", "kb_counts", "knowledge_bases", "STATUS_ORDER"]
+__all__ = ["BatchRow", "Throughput", "list_batches", "throughput", "kb_counts", "knowledge_bases", "STATUS_ORDER",
+           "ReviewerRow", "reviewers", "QueueAge", "queue_age"]
 
 STATUS_ORDER = [s.value for s in (Status.pending, Status.checking, Status.needs_review, Status.accepted,
                                   Status.reviewed, Status.committed, Status.rejected)]
@@ -81,21 +85,80 @@ def list_batches(*, db: Database, kb: str = "", limit: int = 50, before: str = "
     return [BatchRow(b.id, b.kb, b.count, b.created_at, counts[b.id], last.get(b.id)) for b in batches]
 
 
-def throughput(*, db: Database, now: datetime | None = None, minutes: int = 60) -> Throughput:
+def throughput(*, db: Database, kb: str = "", now: datetime | None = None, minutes: int = 60) -> Throughput:
+    """Committed facts per minute over the last ``minutes`` and submissions per status, of one kb or all."""
     now = now or datetime.now(timezone.utc)
     start = now - timedelta(minutes=minutes)
     per_minute = [0] * minutes
+    in_kb = [FactSubmission.kb == kb] if kb else []
     with db.session() as session:
-        stamps = session.scalars(select(FactSubmission.committed_at).where(FactSubmission.committed_at >= start))
+        stamps = session.scalars(select(FactSubmission.committed_at)
+                                 .where(FactSubmission.committed_at >= start, *in_kb))
         for stamp in stamps:
             if stamp is None:
                 continue
             slot = int((stamp - start).total_seconds() // 60)
             per_minute[min(max(slot, 0), minutes - 1)] += 1
         totals = {s.value: int(n) for s, n in session.execute(
-            select(FactSubmission.status, func.count()).group_by(FactSubmission.status))}
+            select(FactSubmission.status, func.count()).where(*in_kb).group_by(FactSubmission.status))}
     return Throughput(per_minute=per_minute, committed_last_hour=sum(per_minute),
                       status_totals={s: totals.get(s, 0) for s in STATUS_ORDER})
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewerRow:
+    reviewer: str
+    decisions: int
+    hours: int  # distinct clock hours with a decision: the hours this reviewer worked
+    agreeing: int  # decisions on the side the fusion leaned to (probability >= 0.5: holds)
+    judged: int  # decisions on items with a fused probability
+
+    @property
+    def per_hour(self) -> float:
+        return self.decisions / max(self.hours, 1)
+
+    @property
+    def agreement(self) -> float | None:
+        return self.agreeing / self.judged if self.judged else None
+
+
+def reviewers(*, db: Database, kb: str = "", now: datetime | None = None, days: int = 7) -> list[ReviewerRow]:
+    """Per reviewer over the last ``days``: decisions, per working hour, and agreement with the fusion."""
+    since = (now or datetime.now(timezone.utc)) - timedelta(days=days)
+    in_kb = [FactSubmission.kb == kb] if kb else []
+    stats: dict[str, dict[str, Any]] = {}
+    with db.session() as session:
+        rows = session.execute(
+            select(ReviewDecision.reviewer, ReviewDecision.decision, ReviewDecision.created_at,
+                   FactSubmission.probability)
+            .join(FactSubmission, FactSubmission.id == ReviewDecision.submission_id)
+            .where(ReviewDecision.created_at >= since, FactSubmission.key.not_like("c:%"), *in_kb))
+        for reviewer, decision, at, probability in rows:
+            row = stats.setdefault(reviewer, {"n": 0, "hours": set(), "agree": 0, "judged": 0})
+            row["n"] += 1
+            row["hours"].add(at.replace(minute=0, second=0, microsecond=0))
+            if probability is not None:
+                row["judged"] += 1
+                row["agree"] += (decision in DECISIONS_THAT_HOLD) == (probability >= 0.5)
+    return sorted((ReviewerRow(r, v["n"], len(v["hours"]), v["agree"], v["judged"]) for r, v in stats.items()),
+                  key=lambda r: -r.decisions)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueAge:
+    waiting: int
+    oldest: datetime | None
+    median: datetime | None  # half the waiting items arrived before this
+
+
+def queue_age(*, db: Database, kb: str = "") -> QueueAge:
+    where = [FactSubmission.status == Status.needs_review, *([FactSubmission.kb == kb] if kb else [])]
+    with db.session() as session:
+        waiting = session.scalar(select(func.count()).select_from(FactSubmission).where(*where)) or 0
+        oldest = session.scalar(select(func.min(FactSubmission.created_at)).where(*where))
+        median = session.scalar(select(FactSubmission.created_at).where(*where)
+                                .order_by(FactSubmission.created_at).offset(waiting // 2).limit(1)) if waiting else None
+    return QueueAge(waiting, oldest, median)
 
 
 def kb_counts(*, db: Database) -> dict[str, dict[Status, int]]:

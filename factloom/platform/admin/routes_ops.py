@@ -3,22 +3,34 @@ swap or roll back), the accounts that may sign in, and the audit trail of every 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
 import redis
 from fastapi import APIRouter, Form, Request, Response
 
+from factloom.config import Settings
 from factloom.learn.monitor import feedback_hits
+from factloom.ledger import Database, active_versions
+from factloom.model.pathrank import PathRankReasoner
 from factloom.platform.admin.auth import AdminOnly
-from factloom.platform.admin.batches import STATUS_ORDER, knowledge_bases, list_batches, throughput
+from factloom.platform.admin.batches import (
+    STATUS_ORDER,
+    knowledge_bases,
+    list_batches,
+    queue_age,
+    reviewers,
+    throughput,
+)
 from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
 from factloom.platform.admin.users import ROLES, create_user, list_users, set_disabled, set_password
-from factloom.platform.admin.visuals import COLOURS, sparkline, status_bar, version_bars
+from factloom.platform.admin.visuals import COLOURS, minute_chart, status_bar, version_bars
 from factloom.platform.audit import service as audit
 from factloom.platform.deps import ResourcesDep
 from factloom.platform.errors import BadRequest
 from factloom.platform.models import service as models
+from factloom.verify import VerdictRule
 
 __all__ = ["router"]
 
@@ -28,10 +40,12 @@ PAGE = 50
 
 @router.get("/batches")
 def batches_page(request: Request, _: AdminOnly, resources: ResourcesDep, kb: str = "", before: str = "") -> Response:
-    rows = list_batches(db=resources.db, kb=kb.strip()[:64], limit=PAGE, before=before.strip()[:32])
-    stats = throughput(db=resources.db)
+    kb = kb.strip()[:64]
+    rows = list_batches(db=resources.db, kb=kb, limit=PAGE, before=before.strip()[:32])
+    stats = throughput(db=resources.db, kb=kb)
     return render(request, "batches.html", rows=rows, stats=stats, kb=kb, kbs=knowledge_bases(db=resources.db),
-                  order=STATUS_ORDER, colours=COLOURS, spark=sparkline(stats.per_minute),
+                  order=STATUS_ORDER, colours=COLOURS, chart=minute_chart(stats.per_minute),
+                  people=reviewers(db=resources.db, kb=kb), age=queue_age(db=resources.db, kb=kb),
                   bar=lambda counts: status_bar(counts, STATUS_ORDER),
                   older=rows[-1].id if len(rows) == PAGE else None)
 
@@ -68,8 +82,33 @@ def models_page(request: Request, _: AdminOnly, resources: ResourcesDep, kb: str
                            figures[m.id]["hits"], _p95(figures[m.id]["roles"]))
                           for m in rows if m.id in figures and m.kind in ("reasoner", "router")])
     rollbacks = audit.list_events(db=resources.db, action="model.rollback", actor=None, before=None, limit=5)
+    kbs = sorted({*kbs, *knowledge_bases(db=resources.db)})
     return render(request, "models.html", rows=rows, kb=kb, kbs=kbs, summary=summary, figures=figures,
-                  chart=chart, rollbacks=[e for e in rollbacks if not kb or (e.details or {}).get("kb") == kb])
+                  chart=chart, rollbacks=[e for e in rollbacks if not kb or (e.details or {}).get("kb") == kb],
+                  serving=serving_now(resources.db, [kb] if kb else kbs, resources.settings))
+
+
+# what answers or checks for a kb of each kind when no learned version of it is active
+BASELINES = {
+    "reasoner": f"path-ranking baseline ({PathRankReasoner.version}): the chains of relations leaving the linked "
+                "entities, ranked by how close their wording is to the question's",
+    "router": "no router: plain k-hop expansion from the linked entities",
+    "scorer": "no scorer: the plausibility check abstains",
+    "fusion": "rule ({rule}): the most doubtful verifier decides; accept at ≥ {accept:g}, reject at ≤ {reject:g}",
+}
+
+
+def serving_now(db: Database, kbs: Sequence[str], settings: Settings) -> list[tuple[str, str, str | None, str]]:
+    """(kb, kind, active version or None, what serves) for every kb and kind: a baseline where nothing
+    learned is active."""
+    active = active_versions(db, BASELINES)
+    rule = {"rule": VerdictRule.version, "accept": settings.accept_threshold, "reject": settings.reject_threshold}
+    out = []
+    for kb in kbs:
+        for kind, baseline in BASELINES.items():
+            version = active.get((kind, kb), (None, ""))[0]
+            out.append((kb, kind, version, f"learned version {version}" if version else baseline.format(**rule)))
+    return out
 
 
 def _p95(roles: dict[str, Any]) -> float | None:

@@ -6,6 +6,7 @@ escaped. Graph elements are plain dicts in Cytoscape's JSON format (``{"data": {
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,7 @@ from factloom.graph.types import entity_key
 from factloom.platform.query.schemas import AnswerOut, PathStepOut
 
 __all__ = ["neighbourhood_elements", "more_elements", "relation_text", "Step", "walk", "answer_elements",
-           "verifier_chart", "sparkline", "status_bar", "version_bars",
+           "verifier_chart", "minute_chart", "status_bar", "version_bars",
            "COLOURS"]
 
 COLOURS = {
@@ -166,19 +167,48 @@ def verifier_chart(
     return Markup("".join(parts))  # noqa: S704 - numbers and escape()d names only
 
 
-def sparkline(values: Sequence[int], *, width: int = 480, height: int = 64) -> Markup:
-    """Bars of a per-minute series, highest bar full height."""
+def minute_chart(values: Sequence[int], *, width: int = 720, height: int = 160) -> Markup:
+    """Bars of a per-minute series (oldest first, the last the current minute) with both axes:
+    facts per minute up the left, minutes ago along the bottom."""
     if not values:
         return Markup("")
-    top = max(max(values), 1)
-    step = width / len(values)
+    left, bottom, top_pad = 44, 22, 8
+    plot_w, plot_h = width - left - 8, height - bottom - top_pad
+    top = _nice_top(max(values))
+    step = plot_w / len(values)
+    y = [top_pad + plot_h - plot_h * v / top for v in values]
     bars = "".join(
-        f'<rect x="{i * step:.1f}" y="{height - height * v / top:.1f}" width="{max(step - 1, 1):.1f}" '
-        f'height="{height * v / top:.1f}" class="spark-bar"><title>{v}/min</title></rect>'
+        f'<rect x="{left + i * step:.1f}" y="{y[i]:.1f}" width="{max(step - 1, 1):.1f}" '
+        f'height="{top_pad + plot_h - y[i]:.1f}" class="spark-bar">'
+        f'<title>{len(values) - 1 - i} min ago: {v}</title></rect>'
         for i, v in enumerate(values)
     )
-    return Markup(f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '  # noqa: S704 - numbers only
-                  f'role="img" aria-label="committed per minute" xmlns="http://www.w3.org/2000/svg">{bars}</svg>')
+    ticks = []
+    for frac in (0.0, 0.5, 1.0):
+        ty = top_pad + plot_h - plot_h * frac
+        ticks.append(f'<line x1="{left}" x2="{width - 8}" y1="{ty:.1f}" y2="{ty:.1f}" class="grid-line"/>'
+                     f'<text x="{left - 6}" y="{ty + 4:.1f}" text-anchor="end">{top * frac:g}</text>')
+    n = len(values)
+    for ago in sorted({n - 1, (n - 1) // 2, 0}, reverse=True):
+        tx = left + (n - 1 - ago) * step + step / 2
+        ticks.append(f'<text x="{tx:.1f}" y="{height - 6}" text-anchor="middle">'
+                     f'{"now" if ago == 0 else f"−{ago} min"}</text>')
+    axes = (f'<line x1="{left}" x2="{left}" y1="{top_pad}" y2="{top_pad + plot_h}" class="axis"/>'
+            f'<line x1="{left}" x2="{width - 8}" y1="{top_pad + plot_h}" y2="{top_pad + plot_h}" class="axis"/>'
+            f'<text x="12" y="{top_pad + plot_h / 2:.1f}" transform="rotate(-90 12 {top_pad + plot_h / 2:.1f})" '
+            f'text-anchor="middle">facts / min</text>')
+    return Markup(  # noqa: S704 - numbers and fixed words only
+        f'<svg class="spark minute-chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-label="committed facts per minute, last {n} minutes" '
+        f'xmlns="http://www.w3.org/2000/svg">{"".join(ticks)}{bars}{axes}</svg>')
+
+
+def _nice_top(value: int) -> float:
+    """The axis maximum: 1, 2 or 5 times a power of ten, at least ``value`` (and at least 1)."""
+    if value <= 1:
+        return 1.0
+    power = 10 ** math.floor(math.log10(value))
+    return float(next(m * power for m in (1, 2, 5, 10) if m * power >= value))
 
 
 def status_bar(counts: dict[str, int], order: Sequence[str], *, width: int = 220) -> Markup:
