@@ -24,10 +24,12 @@ pytestmark = pytest.mark.integration
 
 KB = "adminui-graphs"
 BUSY = 60  # films of one director: far more than a neighbourhood draws
+HOSTILE = "<img src=x onerror=alert(1)>\u202e" + "Osaka " * 80  # markup, a right-to-left override, 500+ characters
 BASE = [
     ("Blade Runner", "directed_by", "Ridley Scott"), ("Blade Runner", "has_genre", "Science Fiction"),
     ("Black Rain", "directed_by", "Ridley Scott"), ("Black Rain", "has_genre", "Action"),
     ("Black Rain", "release_year", "1989"), ("Black Rain", "starred_actors", "Michael Douglas"),
+    ("Black Rain", "filmed_in", HOSTILE),
     ("Body of Lies", "directed_by", "Ridley Scott"), ("Body of Lies", "has_genre", "Thriller"),
     ("Total Recall", "release_year", "1990"), ("Goodfellas", "release_year", "1990"),
     *[(f"Busy Film {i:02d}", "directed_by", "Busy Director") for i in range(1, BUSY + 1)],
@@ -139,5 +141,11 @@ def test_review_item_graph_draws_no_edge_through_a_node(browser: Any, settings: 
         return hits;""")
     assert crossings == []
     assert smallest_label_px(page, "item-graph") >= MIN_FONT_PX
+    # the hostile name is text on the canvas (its override shown as a code point), cut short by an ellipsis
+    assert page.locator("img[src=x]").count() == 0
+    hostile = cy(page, "item-graph", "const n = cy.nodes().filter(n => n.data('label').includes('Osaka'));"
+                                     "const box = n.renderedBoundingBox({includeLabels: true});"
+                                     "return [n.data('label'), Math.max(box.w, box.h)];")
+    assert hostile[0].startswith("<img src=x onerror=alert(1)>[U+202E]Osaka Osaka") and hostile[1] < 300, hostile
     page.locator("#neighbourhood").screenshot(path=str(OUT / "admin-item-graph.png"))
     page.close()

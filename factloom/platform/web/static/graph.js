@@ -44,6 +44,11 @@
       "text-rotation": "autorotate", "text-background-color": "#fcfcfe", "text-background-opacity": 0.9,
       "min-zoomed-font-size": 7 } },
     { selector: "edge.quiet", style: { "label": "" } },
+    // around a ring, a relation's name sits near the neighbour, clear of the hub's own label
+    { selector: "edge.at-target", style: { "label": "", "target-label": "data(label)", "target-text-offset": 40,
+      "target-text-rotation": "autorotate" } },
+    { selector: "edge.at-source", style: { "label": "", "source-label": "data(label)", "source-text-offset": 40,
+      "source-text-rotation": "autorotate" } },
     { selector: "edge.more", style: { "line-style": "dashed", "line-color": "#a5b4fc", "target-arrow-color": "#a5b4fc" } },
     { selector: "edge.claim", style: { "line-color": "#f59e0b", "target-arrow-color": "#f59e0b",
       "line-style": "dashed", "width": 3, "color": "#b45309", "font-weight": "bold", "font-size": 12 } },
@@ -102,7 +107,13 @@
     ordered.forEach(function (n) { (groups[relationTo(n, hub)] = groups[relationTo(n, hub)] || []).push(n); });
     Object.keys(groups).forEach(function (key) {
       var group = groups[key], keep = group[Math.floor((group.length - 1) / 2)];
-      group.forEach(function (n) { n.edgesWith(hub).toggleClass("quiet", !n.same(keep)); });
+      group.forEach(function (n) {
+        n.edgesWith(hub).forEach(function (e) {
+          e.toggleClass("quiet", !n.same(keep));
+          e.toggleClass("at-target", n.same(keep) && e.target().same(n));
+          e.toggleClass("at-source", n.same(keep) && e.source().same(n));
+        });
+      });
     });
   }
 
@@ -128,13 +139,15 @@
     var apart = 120, spread = Math.PI * 7 / 9;
     left.position({ x: -apart, y: 0 });
     right.position({ x: apart, y: 0 });
+    // their names above the claim, facing each other: the only place no edge passes
+    [[left, "right", -1], [right, "left", 1]].forEach(function (end) {
+      end[0].style({ "text-valign": "top", "text-halign": end[1], "text-max-width": apart - 20,
+                     "text-margin-x": end[2] * 8, "text-margin-y": -2 });
+    });
     ring(ours, left, Math.PI, spread, 120);
     ring(theirs, right, 0, spread, 120);
-    // shared neighbours on the vertical between the two, alternately above and below, never on the claim
-    shared.forEach(function (node, i) {
-      var k = Math.floor(i / 2) + 1;
-      node.position({ x: 0, y: (i % 2 ? 1 : -1) * (k * 48) });
-    });
+    // shared neighbours on the vertical between the two, below the claim (never on it)
+    shared.forEach(function (node, i) { node.position({ x: 0, y: 48 * (i + 1) }); });
   }
 
   // columns by hops from the linked entities; in a column, near the middle of what they hang from
