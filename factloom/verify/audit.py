@@ -27,8 +27,11 @@ on the Kish effective sample (the Korn & Graubard 1998 form for weighted survey 
 
 which is exact Clopper–Pearson when the weights in the block are equal and the usual large-survey
 approximation otherwise. The weights are post-stratified (:func:`poststratify`): between two
-consecutive candidate thresholds every labelled fact counts alike, the stratum as a whole counting
-for its Horvitz–Thompson size, so labels of every source pool into one sample.
+consecutive candidate thresholds every labelled fact counts alike — validation, review and audit
+labels are exchangeable given the score — and the stratum as a whole counts for its share of the
+validation facts (after a drift, of the facts seen since). Fixed shares keep the bound from moving
+with the random counts of unlabelled stream facts in small strata, which, at a threshold certified
+right at the target, would tighten it on noise alone.
 
 *Anytime validity* comes from spending the error budget across looks: look ``k`` (the first is the
 validation certificate) tests at :math:`\\alpha_k = \\alpha / (k(k+1))`, and
@@ -353,8 +356,9 @@ class AuditLedger:
     labels: list[int] = field(default_factory=list)
     weights: list[float] = field(default_factory=list)
     batches: list[int] = field(default_factory=list)
-    accept_seen: list[float] = field(default_factory=list)  # facts seen per stratum of each grid
+    accept_seen: list[float] = field(default_factory=list)  # the strata's sizes (see ``sizes_fixed``), per grid
     reject_seen: list[float] = field(default_factory=list)
+    sizes_fixed: bool = False  # sizes from the validation facts; after a drift, from the facts seen since
     batch_seen: list[list[float]] = field(default_factory=lambda: [[], []])  # the current batch's share of those
     seen_batch: int = -1  # the batch ``batch_seen`` counts
     look: int = 0
@@ -367,7 +371,7 @@ class AuditLedger:
     @classmethod
     def start(cls, scores: Sequence[float] | np.ndarray, labels: Sequence[int] | np.ndarray, *, target: float,
               reject_target: float | None = None, alpha: float = 0.05, start: float = 2.0,
-              first_share: float = 0.05, grid_growth: float = 1.15, growth: float = 1.1) -> AuditLedger:
+              first_share: float = 0.05, grid_growth: float = 1.02, growth: float = 1.1) -> AuditLedger:
         """The validation certificate (look 1, at ``alpha / 2``) and a candidate grid from validation scores.
 
         The first candidate accepts ``start`` times the fewest facts that could certify, but at most
@@ -382,6 +386,7 @@ class AuditLedger:
                      accept_grid=_grid(s, target, look_alpha(alpha, 1), start, first_share, grid_growth),
                      reject_grid=_grid(-s, rt, look_alpha(alpha, 1), start, first_share, grid_growth))
         ledger.add(s, labels, np.ones(len(s)))
+        ledger.sizes_fixed = True
         ledger._look()
         ledger.batch = 1  # stream batches count from 1; validation is batch 0
         return ledger
@@ -406,7 +411,8 @@ class AuditLedger:
                       np.bincount(stratum_of(x * np.asarray(scores, dtype=np.float64), np.asarray(grid)),
                                   weights=np.asarray(weights, dtype=np.float64), minlength=n))
             total = "accept_seen" if k == 0 else "reject_seen"
-            setattr(self, total, list(np.asarray(getattr(self, total) or [0.0] * n) + counts))
+            if not self.sizes_fixed:
+                setattr(self, total, list(np.asarray(getattr(self, total) or [0.0] * n) + counts))
             self.batch_seen[k] = list(np.asarray(self.batch_seen[k] or [0.0] * n) + counts)
         self.scores += [float(x) for x in scores]
         self.labels += [int(x) for x in labels]
@@ -503,6 +509,7 @@ class AuditLedger:
             self.weights = [v for v, m in zip(self.weights, mine, strict=True) if m]
             self.batches = [self.batch] * len(self.scores)
             self.accept_seen, self.reject_seen = list(self.batch_seen[0]), list(self.batch_seen[1])
+            self.sizes_fixed = False
             self.drifts += 1
             self.accept = LiveCertificate("accept", self.target, False, None, None, a, self.look, 0, 0, 0, "drift")
             self.reject = LiveCertificate("reject", self.reject_target, False, None, None, a, self.look, 0, 0, 0,
