@@ -230,9 +230,11 @@
       return fetch(expandUrl + "?" + q.toString(), { credentials: "same-origin", headers: { Accept: "application/json" } })
         .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); });
     };
-    // add what came back that is not drawn yet; the new nodes go on an arc around `centre`, facing
-    // away from `from` (the rest of the graph, or the hub a summary hangs from); a summary that came
-    // back again takes its new count and the arc's last place
+    // add what came back that is not drawn yet; a summary that came back again takes its new count.
+    // While the page's own layout stands (no node expanded yet), it is laid out again, its ring the
+    // wider; after that, new nodes go on an arc around `centre`, facing away from `from` (the rest of
+    // the graph, or the hub a summary hangs from)
+    var pristine = true;
     var grow = function (elements, centre, from, hub, summary) {
       var fresh = elements.filter(function (el) { return cy.getElementById(el.data.id).empty(); });
       var p = centre.position();
@@ -246,6 +248,7 @@
           summary.data({ label: again.data.label, shown: again.data.shown, total: again.data.total });
           placed = placed.union(summary);
         } else summary.remove();
+        if (pristine) { layout(cy); return; }
       }
       var ordered = ringOrder(placed, hub);
       arc(ordered, p, facing, Math.min(Math.PI, Math.max(Math.PI / 2, placed.length * 0.3)), 110);
@@ -279,6 +282,7 @@
           body.elements.forEach(function (el) { el.classes = (el.classes || "").replace("expanded", ""); });
           grow(body.elements, node, middle(node), node, null);
           node.addClass("expanded");
+          pristine = false;
         })
         .catch(function () { node.removeClass("expanded"); });
     });
