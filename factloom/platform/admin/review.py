@@ -107,9 +107,15 @@ def load_item(*, db: Database, submission_id: str) -> Item:
     for d in decisions:
         history.append(HistoryEvent(d.created_at, f"decision: {d.decision}", d.reviewer, d.reason))
     for a in audits:
+        details = a.details or {}
+        if a.action in ("review.undo", "review.reopen"):  # the withdrawn decisions live on only here
+            withdrawn = "; ".join(f"withdrew {d.get('decision')} by {d.get('reviewer')}" + (
+                f" ({d['reason']})" if d.get("reason") else "") for d in details.get("decisions") or [])
+            history.append(HistoryEvent(a.created_at, a.action, a.actor, "; ".join(
+                part for part in (f"was {details.get('was')}", withdrawn, details.get("reason")) if part)))
+            continue
         if a.action.startswith("review.") and a.action != "review.correct":
             continue  # the decision row above says the same
-        details = a.details or {}
         history.append(HistoryEvent(a.created_at, a.action, a.actor,
                                     ", ".join(f"{k}: {v}" for k, v in details.items() if v not in (None, ""))))
     if row.committed_at is not None:
