@@ -179,7 +179,8 @@ def still_needed(segs: list[Segment], ledgers: list[AuditLedger], share: float) 
     the block needing the fewest stream facts is reported. While nothing is certified every fact of
     the block goes to review and is labelled (``stream_facts_to_certify``); audited at ``share``
     alone it would take ``stream_facts_audit_only``. ``None`` when every block's error rate is at or
-    above the target: no number of labels would do (``strictest_block_error`` says how far off).
+    above the target: no number of labels would do (``strictest_block_error`` says how far off;
+    ``labels_if_error_free`` what a spotless block would need).
     Segments (folds) add their labels; each gets ``1 / len(segs)`` of the stream.
     """
     per = []
@@ -205,8 +206,12 @@ def still_needed(segs: list[Segment], ledgers: list[AuditLedger], share: float) 
                     "strictest_block_labels": first["labels"], "lowest_block_error": lowest})
     if not per:
         return {}
+    lg = ledgers[0]
     out: dict[str, Any] = {"labels_to_certify": None, "stream_facts_to_certify": None,
-                           "stream_facts_audit_only": None, "per_segment": per}
+                           "stream_facts_audit_only": None, "per_segment": per,
+                           # what an error-free block would need, per segment, at the next look's budget
+                           "labels_if_error_free": labels_to_certify(0.0, 0.0, target=lg.target,
+                                                                     alpha=look_alpha(lg.alpha, lg.look + 1))}
     if all(p["best"] is not None for p in per):
         out["labels_to_certify"] = float(sum(p["best"]["missing_labels"] for p in per))
         out["stream_facts_to_certify"] = float(max(p["best"]["stream_facts"] for p in per)) * len(segs)
@@ -265,6 +270,7 @@ def plot(results: dict[str, dict[str, Any]], stem: Path, title: str) -> None:
         axes[2].plot(x, [q["labels"] for q in recs], colour, label=f"target {target}")
     axes[0].set(ylabel="error among auto-accepted", title=f"Live certification — {title}")
     axes[0].set_yscale("symlog", linthresh=1e-3)
+    axes[0].set_ylim(0, 0.1)
     axes[1].set(ylabel="automation (per batch)")
     axes[2].set(ylabel="audit labels spent", xlabel="facts streamed")
     for ax in axes:
