@@ -163,7 +163,7 @@
     cy.nodes().forEach(function (n) { if (!(n.id() in depth)) { depth[n.id()] = 0; order.push(n); } });
     var cols = [];
     order.forEach(function (n) { (cols[depth[n.id()]] = cols[depth[n.id()]] || []).push(n); });
-    var width = Math.max(150, Math.min(230, LABEL_W + 60));
+    var width = LABEL_W + 60, height = cy.container().clientHeight - 60;
     var y = {};
     cols.forEach(function (col, c) {
       if (c > 0) {
@@ -174,11 +174,24 @@
         };
         col.sort(function (a, b) { return mean(a) - mean(b); });
       }
-      var gap = 56;
+      // a label under each node while the column fits the canvas, beside it (rows of one line) after
+      var gap = Math.max(ROW + 6, Math.min(56, height / col.length)), beside = gap < 50;
       col.forEach(function (n, i) {
         y[n.id()] = (i - (col.length - 1) / 2) * gap;
         n.position({ x: c * width, y: y[n.id()] });
+        if (beside) n.style({ "text-valign": "center", "text-halign": "right", "text-margin-x": 4, "text-margin-y": 0 });
       });
+    });
+    // between two columns, each relation named once, on its middle edge
+    var groups = {};
+    cy.edges().forEach(function (e) {
+      var key = Math.min(depth[e.source().id()], depth[e.target().id()]) + ":" + e.data("label");
+      (groups[key] = groups[key] || []).push(e);
+    });
+    Object.keys(groups).forEach(function (key) {
+      var group = groups[key].sort(function (a, b) { return a.midpoint().y - b.midpoint().y; });
+      var keep = group[Math.floor((group.length - 1) / 2)];
+      group.forEach(function (e) { e.toggleClass("quiet", !e.same(keep)); });
     });
   }
 
@@ -282,6 +295,8 @@
           body.elements.forEach(function (el) { el.classes = (el.classes || "").replace("expanded", ""); });
           grow(body.elements, node, middle(node), node, null);
           node.addClass("expanded");
+          // its label pointed outward, where its neighbours now are: back under the node
+          node.removeStyle("text-valign text-halign text-rotation text-margin-x text-margin-y");
           pristine = false;
         })
         .catch(function () { node.removeClass("expanded"); });
