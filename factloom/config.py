@@ -173,6 +173,9 @@ class Settings(BaseSettings):
     # how long the notice after a decision offers to undo it (its reviewer only; an admin can reopen
     # any decided item at any time); the server accepts the undo for twice as long, for slow clicks
     admin_undo_s: float = 15.0
+    # kbs whose review items need two reviewers: the first decision is an opinion, an agreeing second
+    # one carries it out, a differing one goes to an admin (whose decision is always final)
+    review_second_opinion: list[str] = Field(default_factory=list)
 
     # monitoring (docs/operations.md, "Monitoring"): ``up --monitoring`` or ``monitoring=true`` also runs
     # Prometheus (scraping the API every ``monitoring_scrape_s``) and Alertmanager (posting to

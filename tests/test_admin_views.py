@@ -19,12 +19,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import insert
 
 from factloom.config import Settings
-from factloom.ledger import Database, FactSubmission, IngestBatch, Status
+from factloom.ledger import Database, FactSubmission, IngestBatch, ReviewDecision, Status
 from factloom.platform.admin import queue as q
 from factloom.platform.admin.auth import role_allows
 from factloom.platform.admin.routes_auth import safe_next
 from factloom.platform.admin.security import SESSION_COOKIE, new_session, session_data, sign, unsign
 from factloom.platform.admin.users import create_user
+from factloom.platform.errors import Conflict
 from factloom.platform.migrate import migrate_sql
 
 # ---------------------------------------------------------------- pure logic
@@ -635,3 +636,39 @@ def test_models_page_says_what_serves_a_kb_without_learned_models(client: TestCl
     assert "accept at ≥ 0.9" in serving
     assert "ui" in page.split('id="kb"')[1].split("</select>")[0]  # the kb is offered in the filter too
     client.cookies.clear()
+
+
+def test_a_kb_that_needs_two_reviewers_carries_out_agreement_and_sends_disagreement_to_an_admin(
+    client: TestClient,
+) -> None:
+    from factloom.platform.review import service
+
+    db: Database = client.app.state.resources.db  # type: ignore[attr-defined]
+    agreed, disputed, single = _waiting(client, 3)  # kb "ui"
+    two = {"second_opinion_kbs": {"ui"}}
+
+    def decide(sid: str, decision: str, who: str, **extra: object) -> Status:
+        return service.decide(db=db, submission_id=sid, decision=decision, reason="", reviewer=who,
+                              **{**two, **extra})  # type: ignore[arg-type]
+
+    assert decide(agreed, "reject", "user:ann") is Status.needs_review  # an opinion: it keeps waiting
+    with pytest.raises(Conflict, match="already"):
+        decide(agreed, "reject", "user:ann")  # one reviewer cannot be both
+    assert decide(agreed, "reject", "user:bob") is Status.rejected  # the second agrees: carried out
+    assert decide(disputed, "accept", "user:ann") is Status.needs_review
+    assert decide(disputed, "reject", "user:bob") is Status.needs_review
+    with db.session() as session:
+        assert session.get(FactSubmission, disputed).review_reason == "disagreement"  # type: ignore[union-attr]
+    with pytest.raises(Conflict, match="an admin decides"):
+        decide(disputed, "reject", "user:cy")
+    assert decide(disputed, "reject", "user:ada", settles=True) is Status.rejected  # an admin settles it
+    alone = service.decide(db=db, submission_id=single, decision="reject", reason="", reviewer="user:ann")
+    assert alone is Status.rejected  # where the kb is not listed one decision is enough
+    # a first opinion can be undone by its reviewer: the item waits for a first one again
+    (fresh,) = _waiting(client, 1)
+    decide(fresh, "accept", "user:ann")
+    assert service.reopen(db=db, store=None, submission_id=fresh, actor="user:ann",  # type: ignore[arg-type]
+                          undo_within_s=30) is Status.needs_review
+    with db.session() as session:
+        assert session.query(ReviewDecision).filter_by(submission_id=fresh).count() == 0
+    assert decide(fresh, "accept", "user:bob") is Status.needs_review  # a first opinion again

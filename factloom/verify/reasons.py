@@ -9,6 +9,9 @@ rule that matches names it, the graph's own rules before the learned scores:
 - ``low_plausibility``: a KG-embedding scorer finds it unlikely;
 - ``evidence_against``: its evidence text or image speaks against it;
 - ``no_judge``: every verifier abstained; ``borderline``: the checks lean neither way.
+
+In a kb whose items need two reviewers, review itself replaces the reason: ``second_opinion`` after
+the first reviewer's decision, ``disagreement`` when the second one differs (an admin decides).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ REVIEW_REASONS: Mapping[str, str] = {
     "value_clash": "value clash", "self_loop": "self-loop", "dates": "date conflict",
     "type_violation": "type violation", "low_plausibility": "low plausibility",
     "evidence_against": "evidence against", "no_judge": "no verifier could judge", "borderline": "borderline",
+    # set by review, not by a check, in kbs whose items need two reviewers
+    "second_opinion": "needs a second opinion", "disagreement": "reviewers disagree",
 }
 _CONSISTENCY_RULES = {"functional": "value_clash", "self_loop": "self_loop", "dates": "dates"}
 _DOUBT = 0.5  # a verifier below this speaks against the fact

@@ -8,7 +8,7 @@ a new submission that is accepted in the same transaction, then committed by a w
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -150,9 +150,12 @@ def item_graph(*, store: Neo4jStore, item: Item, per_node: int = 25) -> tuple[Ne
     return graph, ids
 
 
-def decide(*, db: Database, submission_id: str, decision: str, reason: str, actor: str) -> Status:
+def decide(
+    *, db: Database, submission_id: str, decision: str, reason: str, actor: str,
+    second_opinion_kbs: Collection[str] = (), settles: bool = False,
+) -> Status:
     return review.decide(db=db, submission_id=submission_id, decision=decision, reason=reason.strip()[:2000],
-                         reviewer=actor)
+                         reviewer=actor, second_opinion_kbs=second_opinion_kbs, settles=settles)
 
 
 def correct(
@@ -221,7 +224,10 @@ class BulkResult:
     skipped: list[str]  # decided by someone else meanwhile, or gone
 
 
-def bulk_decide(*, db: Database, ids: Sequence[str], decision: str, reason: str, actor: str) -> BulkResult:
+def bulk_decide(
+    *, db: Database, ids: Sequence[str], decision: str, reason: str, actor: str,
+    second_opinion_kbs: Collection[str] = (), settles: bool = False,
+) -> BulkResult:
     """Decide each selected submission; the ones no longer waiting are skipped, not failed."""
     ids = list(dict.fromkeys(i for i in ids if i))
     if not ids:
@@ -231,21 +237,27 @@ def bulk_decide(*, db: Database, ids: Sequence[str], decision: str, reason: str,
     done, skipped = [], []
     for submission_id in ids:
         try:
-            decide(db=db, submission_id=submission_id, decision=decision, reason=reason, actor=actor)
+            decide(db=db, submission_id=submission_id, decision=decision, reason=reason, actor=actor,
+                   second_opinion_kbs=second_opinion_kbs, settles=settles)
             done.append(submission_id)
         except (Conflict, NotFound):
             skipped.append(submission_id)
     return BulkResult(done=done, skipped=skipped)
 
 
-def keep_one(*, db: Database, keep: str, rivals: Sequence[str], actor: str) -> BulkResult:
+def keep_one(
+    *, db: Database, keep: str, rivals: Sequence[str], actor: str, second_opinion_kbs: Collection[str] = (),
+    settles: bool = False,
+) -> BulkResult:
     """Accept ``keep`` and reject its rival values still waiting: one (subject, predicate) decided at once."""
-    decide(db=db, submission_id=keep, decision="accept", reason="kept among rival values", actor=actor)
+    decide(db=db, submission_id=keep, decision="accept", reason="kept among rival values", actor=actor,
+           second_opinion_kbs=second_opinion_kbs, settles=settles)
     others = [i for i in dict.fromkeys(rivals) if i and i != keep]
     if len(others) > MAX_BULK:
         raise BadRequest(f"at most {MAX_BULK} rivals at once; this group has {len(others)}")
     return BulkResult(done=[keep], skipped=[]) if not others else bulk_decide(
-        db=db, ids=others, decision="reject", reason=f"a rival value ({keep[:8]}) was kept", actor=actor)
+        db=db, ids=others, decision="reject", reason=f"a rival value ({keep[:8]}) was kept", actor=actor,
+        second_opinion_kbs=second_opinion_kbs, settles=settles)
 
 
 def undo_between(*, db: Database, store: Neo4jStore, actor: str, start: float, end: float,

@@ -3,23 +3,25 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Form, Request, Response
 from fastapi.responses import FileResponse
 
 from factloom.graph.errors import GraphUnavailable
+from factloom.ledger import Status
 from factloom.ledger.evidence import IMAGE_TYPES, image_path
 from factloom.platform.admin import queue as q
 from factloom.platform.admin import review
-from factloom.platform.admin.auth import AdminOnly, Reviewer
+from factloom.platform.admin.auth import AdminOnly, AdminSession, Reviewer
 from factloom.platform.admin.batches import knowledge_bases
 from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
 from factloom.platform.admin.routes_auth import safe_next
 from factloom.platform.admin.visuals import neighbourhood_elements, verifier_chart
 from factloom.platform.deps import ResourcesDep
 from factloom.platform.errors import BadRequest, Conflict, NotFound
+from factloom.platform.resources import Resources
 from factloom.platform.review import service as review_service
 from factloom.verify.reasons import REVIEW_REASONS
 
@@ -127,16 +129,26 @@ def decide(
     _, next_id = q.neighbours(db=resources.db, filters=filters, submission_id=submission_id)
     start = time.time()
     try:
-        review.decide(db=resources.db, submission_id=submission_id, decision=decision, reason=reason,
-                      actor=me.actor)
+        status = review.decide(db=resources.db, submission_id=submission_id, decision=decision, reason=reason,
+                               actor=me.actor, **_opinions(me, resources))
     except Conflict as exc:  # someone else was quicker: show the item as it now stands
         return flash(request, redirect(f"{PREFIX}/review/{submission_id}?{back}"), exc.detail, "warn")
     message = {"accept": f"Accepted {submission_id[:8]}", "reject": f"Rejected {submission_id[:8]}",
                "keep_both": f"Accepted {submission_id[:8]} beside the current value"}.get(decision, "")
-    if decision != "reject":
+    if status is Status.needs_review:  # a kb that needs two reviewers
+        waits_for = review.load_item(db=resources.db, submission_id=submission_id).row.review_reason
+        message = (f"Your opinion on {submission_id[:8]} is recorded; a second reviewer decides it"
+                   if waits_for == review_service.SECOND_OPINION else
+                   f"The reviewers disagree on {submission_id[:8]}; an admin decides it")
+    elif decision != "reject":
         message += " — it is being committed to the graph"
     target = f"{PREFIX}/review/{next_id}?{back}" if next_id else f"{PREFIX}/queue?{back}"
     return flash(request, redirect(target), message, undo=(start, time.time()))
+
+
+def _opinions(me: AdminSession, resources: Resources) -> dict[str, Any]:
+    """How many reviewers the items of each kb need, and whether this one's decision is final."""
+    return {"second_opinion_kbs": frozenset(resources.settings.review_second_opinion), "settles": me.user.is_admin}
 
 
 @router.post("/review/{submission_id}/correct")
@@ -173,7 +185,8 @@ async def bulk(request: Request, me: Reviewer, resources: ResourcesDep) -> Respo
         return render(request, "confirm_bulk.html", rows=rows, decision=decision, reason=reason, back=back,
                       too_many=len(ids) > review.MAX_BULK)
     start = time.time()
-    result = review.bulk_decide(db=resources.db, ids=ids, decision=decision, reason=reason, actor=me.actor)
+    result = review.bulk_decide(db=resources.db, ids=ids, decision=decision, reason=reason, actor=me.actor,
+                                **_opinions(me, resources))
     verb = "Accepted" if decision == "accept" else "Rejected"
     note = f"{verb} {len(result.done)} item(s)" + (
         f"; {len(result.skipped)} were already decided" if result.skipped else "")
@@ -190,7 +203,8 @@ async def keep(request: Request, me: Reviewer, resources: ResourcesDep) -> Respo
         raise BadRequest("choose the value to keep among the group's")
     start = time.time()
     try:
-        result = review.keep_one(db=resources.db, keep=kept, rivals=rivals, actor=me.actor)
+        result = review.keep_one(db=resources.db, keep=kept, rivals=rivals, actor=me.actor,
+                                 **_opinions(me, resources))
     except Conflict as exc:
         return flash(request, redirect(f"{PREFIX}/queue?{back}"), exc.detail, "warn")
     rejected = len(result.done) - (1 if kept in result.done else 0)

@@ -7,13 +7,16 @@ from collections.abc import Collection
 from datetime import timedelta
 
 from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
 
 from factloom.graph import Neo4jStore
 from factloom.ledger import AuditEvent, CheckResult, Database, FactSubmission, ReviewDecision, Status
 from factloom.ledger.tables import utcnow
 from factloom.platform.errors import BadRequest, Conflict, NotFound
+from factloom.verify.reasons import review_reason
 
-__all__ = ["list_submissions", "kb_of", "decide", "reopen", "DECISIONS", "DECIDED"]
+__all__ = ["list_submissions", "kb_of", "decide", "reopen", "DECISIONS", "DECIDED", "SECOND_OPINION",
+           "DISAGREEMENT"]
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +25,8 @@ REVIEWABLE = frozenset({Status.needs_review})
 # keep_both: it holds beside the current value (two same-name entities, or a predicate that is not
 # functional for this subject); reject: it never reaches the graph
 DECISIONS = ("accept", "keep_both", "reject")
+# what an item of a kb that needs two opinions waits for (``review_reason``, factloom.verify.reasons)
+SECOND_OPINION, DISAGREEMENT = "second_opinion", "disagreement"
 # what a submission can be reopened from: decided by a reviewer or by the fusion, committed or not
 DECIDED = frozenset({Status.accepted, Status.rejected, Status.reviewed, Status.committed})
 
@@ -67,9 +72,17 @@ def kb_of(*, db: Database, submission_id: str) -> str:
     return kb
 
 
-def decide(*, db: Database, submission_id: str, decision: str, reason: str, reviewer: str) -> Status:
+def decide(
+    *, db: Database, submission_id: str, decision: str, reason: str, reviewer: str,
+    second_opinion_kbs: Collection[str] = (), settles: bool = False,
+) -> Status:
     """Accept or keep both (→ ``reviewed``, then committed by a worker) or reject a submission
-    waiting for review (:data:`DECISIONS`)."""
+    waiting for review (:data:`DECISIONS`); returns its new status.
+
+    In ``second_opinion_kbs`` (whose items need two reviewers) the first reviewer's decision is
+    recorded and the item keeps waiting; a second reviewer's agreeing decision carries it out, a
+    differing one marks it ``disagreement`` for an admin, whose decision (``settles``) is final.
+    """
     if decision not in DECISIONS:
         raise BadRequest(f"unknown decision {decision!r}; one of {', '.join(DECISIONS)}")
     new_status = Status.rejected if decision == "reject" else Status.reviewed
@@ -79,6 +92,24 @@ def decide(*, db: Database, submission_id: str, decision: str, reason: str, revi
             raise NotFound(f"no submission {submission_id}")
         if row.status not in REVIEWABLE:
             raise Conflict(f"submission {submission_id} is {row.status.value}, not waiting for review")
+        given = list(session.scalars(select(ReviewDecision).where(ReviewDecision.submission_id == submission_id)))
+        outcome = _opinion_outcome(row, given, decision, reviewer, 2 if row.kb in second_opinion_kbs else 1, settles)
+        if outcome is not None:  # an opinion recorded; the item keeps waiting
+            # the conditional update makes two reviewers giving opinions at once come out in order
+            changed = session.execute(  # type: ignore[attr-defined]
+                update(FactSubmission).where(FactSubmission.id == submission_id,
+                                             FactSubmission.updated_at == row.updated_at,
+                                             FactSubmission.status.in_(list(REVIEWABLE)))
+                .values(updated_at=utcnow(), review_reason=outcome)
+            ).rowcount
+            if not changed:
+                raise Conflict(f"submission {submission_id} was decided concurrently; reload it")
+            session.add(ReviewDecision(submission_id=submission_id, decision=decision, reason=reason,
+                                       reviewer=reviewer))
+            session.add(AuditEvent(actor=reviewer, action="review.opinion", target=submission_id,
+                                   details={"decision": decision, "reason": reason, "kb": row.kb,
+                                            "outcome": outcome}))
+            return Status.needs_review
         # the conditional update makes two reviewers deciding at once come out as one decision
         changed = session.execute(  # type: ignore[attr-defined]
             update(FactSubmission)
@@ -102,6 +133,36 @@ def decide(*, db: Database, submission_id: str, decision: str, reason: str, revi
     return new_status
 
 
+def _withdraw_opinion(session: Session, row: FactSubmission, opinion: ReviewDecision, actor: str) -> None:
+    others = session.scalars(select(ReviewDecision).where(ReviewDecision.submission_id == row.id,
+                                                          ReviewDecision.id != opinion.id)).all()
+    checks = session.scalars(select(CheckResult).where(CheckResult.submission_id == row.id)).all()
+    row.review_reason = SECOND_OPINION if others else review_reason(checks)
+    session.delete(opinion)
+    session.add(AuditEvent(actor=actor, action="review.undo", target=row.id, details={
+        "was": "needs_review", "kb": row.kb, "fact_id": row.fact_id, "reason": "",
+        "decisions": [{"decision": opinion.decision, "reviewer": opinion.reviewer, "reason": opinion.reason,
+                       "at": opinion.created_at.isoformat()}], "corrections": []}))
+
+
+def _opinion_outcome(
+    row: FactSubmission, given: list[ReviewDecision], decision: str, reviewer: str, opinions: int, settles: bool,
+) -> str | None:
+    """``None`` when this decision is carried out; else what the item waits for after it is recorded:
+    ``second_opinion`` (a first opinion) or ``disagreement`` (two that differ: an admin settles it)."""
+    if settles or opinions < 2:
+        if row.review_reason == DISAGREEMENT and not settles:
+            raise Conflict("the reviewers disagree on this item; an admin decides it")
+        return None
+    if row.review_reason == DISAGREEMENT:
+        raise Conflict("the reviewers disagree on this item; an admin decides it")
+    if any(d.reviewer == reviewer for d in given):
+        raise Conflict("you gave your opinion on this item already; a second reviewer decides it")
+    if not given:
+        return SECOND_OPINION
+    return None if given[-1].decision == decision else DISAGREEMENT
+
+
 def reopen(
     *, db: Database, store: Neo4jStore, submission_id: str, actor: str, reason: str = "",
     undo_within_s: float | None = None,
@@ -120,8 +181,6 @@ def reopen(
         row = session.get(FactSubmission, submission_id)
         if row is None:
             raise NotFound(f"no submission {submission_id}")
-        if row.status not in DECIDED:
-            raise Conflict(f"submission {submission_id} is {row.status.value}: there is no decision to take back")
         decisions = list(session.scalars(select(ReviewDecision).where(ReviewDecision.submission_id == submission_id)
                                          .order_by(ReviewDecision.created_at)))
         if undo_within_s is not None:
@@ -130,6 +189,11 @@ def reopen(
                 raise Conflict("only the reviewer who decided can undo it; an admin can reopen it")
             if utcnow() - last.created_at > timedelta(seconds=undo_within_s):
                 raise Conflict(f"the decision is older than {undo_within_s:g} s; an admin can reopen it")
+            if row.status in REVIEWABLE:  # an opinion that waits for a second one: only it is withdrawn
+                _withdraw_opinion(session, row, last, actor)
+                return row.status
+        if row.status not in DECIDED:
+            raise Conflict(f"submission {submission_id} is {row.status.value}: there is no decision to take back")
         corrections = list(session.scalars(select(FactSubmission).where(
             FactSubmission.kb == row.kb, FactSubmission.key == f"c:{submission_id}",
             FactSubmission.status.in_(list(DECIDED)))))
