@@ -44,8 +44,9 @@ def run_batch(ledger: AuditLedger, rng: np.random.Generator, n: int, rate: Rate,
     acc = s >= ledger.accept_threshold if ledger.accept_threshold is not None else np.zeros(n, dtype=bool)
     rej = (s <= ledger.reject_threshold) & ~acc if ledger.reject_threshold is not None else np.zeros(n, dtype=bool)
     sampler = AuditSampler.allocate(s[acc | rej], share=share, seed=seed)
-    ids = [f"{seed}-{batch}-{i}" for i in range(n)]
-    audited = (acc | rej) & sampler.select(ids, s)
+    decided = np.flatnonzero(acc | rej)
+    audited = np.zeros(n, dtype=bool)
+    audited[decided] = sampler.select([f"{seed}-{batch}-{i}" for i in decided], s[decided])
     labelled = audited | ~(acc | rej)
     ledger.add(s[labelled], y[labelled], np.where(audited, 1.0 / sampler.inclusion(s), 1.0)[labelled], seen=s)
     ledger.update()

@@ -188,7 +188,7 @@ class AuditSampler:
 
     def inclusion(self, probabilities: Sequence[float] | np.ndarray) -> np.ndarray:
         """The audit probability of each fact, from its fused probability."""
-        return np.asarray(self.rates)[self.strata(probabilities)]
+        return np.asarray(np.asarray(self.rates)[self.strata(probabilities)])
 
     def select(self, fact_ids: Sequence[str], probabilities: Sequence[float] | np.ndarray) -> np.ndarray:
         """Boolean mask: which of these automatically decided facts are audited (deterministic)."""
@@ -206,7 +206,7 @@ class AuditSampler:
 
 
 def _strata(p: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    return np.clip(np.searchsorted(edges, np.nan_to_num(p, nan=0.5), side="right") - 1, 0, len(edges) - 2)
+    return np.asarray(np.clip(np.searchsorted(edges, np.nan_to_num(p, nan=0.5), side="right") - 1, 0, len(edges) - 2))
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,30 +268,36 @@ def certify_weighted(scores: np.ndarray, wrong: np.ndarray, weights: np.ndarray,
     A candidate's block is every fact with score ``>= candidate``. Candidates whose block is too
     small to pass even error-free are skipped (a fact of the weights, not the labels); the first
     failure after that ends the scan. Weights are post-stratified between candidates (``sizes``: the
-    facts seen per stratum, see :func:`poststratify`). ``stricter_than`` restricts the scan to candidates at or above
-    it (a tightening check).
+    stratum sizes, see :func:`poststratify`). ``stricter_than`` restricts the scan to candidates at
+    or above it (a tightening check).
     """
     c = np.asarray(candidates, dtype=np.float64)
-    s_sorted, cw, cw2, cwz = _block_sums(scores, wrong, poststratify(scores, weights, c, sizes))
+    if stricter_than is not None:
+        c = c[c >= stricter_than]
+    s_sorted, cw, cw2, cwz = _block_sums(scores, wrong, poststratify(scores, weights, np.asarray(candidates), sizes))
+    # every candidate's block at once: n labelled facts with score >= t, their Kish size and errors
+    n = np.searchsorted(-s_sorted, -c, side="right")
+    last = np.maximum(n - 1, 0)
+    sw, sw2, swz = (np.where(n > 0, x[last], 0.0) if len(x) else np.zeros(len(c)) for x in (cw, cw2, cwz))
+    n_eff = np.divide(sw * sw, sw2, out=np.zeros(len(c)), where=sw2 > 0)
+    k_eff = np.divide(n_eff * swz, sw, out=np.zeros(len(c)), where=sw > 0)
+    ucb = np.ones(len(c))
+    ok = (n_eff > 0) & (k_eff < n_eff)
+    ucb[ok] = beta.ppf(1.0 - alpha, k_eff[ok] + 1.0, n_eff[ok] - k_eff[ok])
+    testable = n_eff >= np.log(alpha) / np.log1p(-target)  # error-free, the block would pass
     best: LiveCertificate | None = None
     first_fail = ""
-    for t in candidates:
-        if stricter_than is not None and t < stricter_than:
-            break
-        n = int(np.searchsorted(-s_sorted, -t, side="right"))  # facts with score >= t
-        sw, sw2 = (float(cw[n - 1]), float(cw2[n - 1])) if n else (0.0, 0.0)
-        n_eff = sw * sw / sw2 if sw2 > 0 else 0.0
-        k_eff = n_eff * float(cwz[n - 1]) / sw if n else 0.0
-        ucb = _cp_upper(k_eff, n_eff, alpha)
-        if ucb > target:
-            if _cp_upper(0.0, n_eff, alpha) <= target:  # could have passed: a real failure ends the scan
-                first_fail = (f"{k_eff:.1f} weighted errors in {n_eff:.0f} effective labels at score >= {t:.4f}: "
-                              f"UCB {ucb:.5f} > {target:g}")
+    for i, t in enumerate(c):
+        if ucb[i] > target:
+            if testable[i]:  # could have passed: a real failure ends the scan
+                first_fail = (f"{k_eff[i]:.1f} weighted errors in {n_eff[i]:.0f} effective labels at score >= "
+                              f"{t:.4f}: UCB {ucb[i]:.5f} > {target:g}")
                 break
             continue
-        best = LiveCertificate(side, target, True, float(t), ucb, alpha, look, n, n_eff, k_eff,
-                               f"{k_eff:.1f} weighted errors in {n_eff:.0f} effective labels ({n} labelled) at "
-                               f"score >= {t:.4f}; UCB {ucb:.5f} <= {target:g} at alpha {alpha:.2e}")
+        best = LiveCertificate(side, target, True, float(t), float(ucb[i]), alpha, look, int(n[i]),
+                               float(n_eff[i]), float(k_eff[i]),
+                               f"{k_eff[i]:.1f} weighted errors in {n_eff[i]:.0f} effective labels ({n[i]} labelled) "
+                               f"at score >= {t:.4f}; UCB {ucb[i]:.5f} <= {target:g} at alpha {alpha:.2e}")
     if best is not None:
         return best
     why = first_fail or f"no candidate has enough labels to certify {target:g} at alpha {alpha:.2e}"
