@@ -97,6 +97,15 @@ def _probability(raw: str, label: str, errors: list[str]) -> float | None:
     return value
 
 
+def _choice(params: Mapping[str, str], name: str, known: Mapping[str, str], default: str, instead: str,
+            errors: list[str]) -> str:
+    value = params.get(name) or default
+    if value == default or value in known:
+        return value
+    errors.append(f"unknown {name} {value!r}; {instead}")
+    return default
+
+
 def parse_filters(params: Mapping[str, str]) -> tuple[QueueFilters, list[str]]:
     """Filters from query parameters; what cannot be used is dropped and explained in the errors."""
     errors: list[str] = []
@@ -105,22 +114,10 @@ def parse_filters(params: Mapping[str, str]) -> tuple[QueueFilters, list[str]]:
     if p_min is not None and p_max is not None and p_min > p_max:
         errors.append(f"'probability from' ({p_min:g}) is above 'probability to' ({p_max:g}); swapped them")
         p_min, p_max = p_max, p_min
-    age = params.get("age") or "any"
-    if age not in AGES:
-        errors.append(f"unknown age {age!r}; showing any age")
-        age = "any"
-    sort = params.get("sort") or "oldest"
-    if sort not in SORTS:
-        errors.append(f"unknown sort {sort!r}; showing oldest first")
-        sort = "oldest"
-    reason = params.get("reason") or ""
-    if reason and reason not in REVIEW_REASONS:
-        errors.append(f"unknown reason {reason!r}; showing every reason")
-        reason = ""
-    group = params.get("group") or ""
-    if group not in GROUPS:
-        errors.append(f"unknown grouping {group!r}; not grouped")
-        group = ""
+    age = _choice(params, "age", AGES, "any", "showing any age", errors)
+    sort = _choice(params, "sort", SORTS, "oldest", "showing oldest first", errors)
+    reason = _choice(params, "reason", REVIEW_REASONS, "", "showing every reason", errors)
+    group = _choice(params, "group", GROUPS, "", "not grouped", errors)
     filters = QueueFilters(
         kb=params.get("kb", "").strip()[:64], predicate=params.get("predicate", "").strip()[:200],
         source=params.get("source", "").strip()[:1000], batch=params.get("batch", "").strip()[:32],
