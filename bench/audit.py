@@ -129,7 +129,7 @@ def simulate(segs: list[Segment], y: np.ndarray, order: np.ndarray, *, target: f
             au = (a | r) & sampler.select([seg.ids[i] for i in p], seg.prob[p])
             acc[mine], rej[mine], audited[mine] = a, r, au
             lab = au | ~(a | r)  # audited, or decided by a reviewer
-            ledger.add(seg.raw[p][lab], y[order[mine]][lab], np.where(au, 1.0 / pi, 1.0)[lab])
+            ledger.add(seg.raw[p][lab], y[order[mine]][lab], np.where(au, 1.0 / pi, 1.0)[lab], seen=seg.raw[p])
             ledger.update()
         done = slice(0, sl[-1] + 1)
         wrong = y[order[done]] == 0
