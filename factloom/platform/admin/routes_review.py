@@ -65,7 +65,8 @@ def item_page(submission_id: str, request: Request, me: Reviewer, resources: Res
         elements = neighbourhood_elements(graph, focus=ids.values())
         elements += _claim_elements(item, ids)
         if graph.truncated:
-            graph_note = "large neighbourhood: showing a share of each hub's facts; click a node to expand it"
+            graph_note = ("large neighbourhood: a busy relation shows its first neighbours and a '+N more' node "
+                          "that pages on click")
     except GraphUnavailable as exc:
         graph_note = f"the graph is unavailable: {exc}"
     fusion = item.fusion
