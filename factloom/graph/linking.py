@@ -8,15 +8,14 @@ entity name or alias, then the full-text index on names, then the nearest entity
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 from factloom.graph import queries as q
+from factloom.graph.mentions import bracketed_mentions, strip_mentions
 from factloom.graph.store import Neo4jStore, check_kb
 from factloom.graph.types import Seed, entity_key
 
 __all__ = ["link_entities", "strip_mentions", "bracketed_mentions", "lucene_escape"]
 
-_BRACKETED = re.compile(r"\[([^\[\]]+)\]")
 # every character the classic Lucene query parser gives a meaning to
 _LUCENE_SPECIAL = re.compile(r'([+\-!(){}\[\]^"~*?:\\/&|])')
 _LUCENE_OPERATORS = re.compile(r"\b(AND|OR|NOT|TO)\b")
@@ -36,23 +35,6 @@ _FULLTEXT_OVERFETCH = 20
 _VECTOR_OVERFETCH = 20
 # a full-text hit well below the best one is noise (a shared "the"), not a second seed
 _FULLTEXT_RELATIVE_FLOOR = 0.5
-
-
-def bracketed_mentions(question: str) -> list[str]:
-    """The names written in ``[brackets]``, in order of appearance."""
-    return [m.strip() for m in _BRACKETED.findall(question) if m.strip()]
-
-
-def strip_mentions(question: str, names: Sequence[str] = ()) -> str:
-    """The question without its entity mentions, so that only the relation words remain.
-
-    Bracketed mentions always go; each of ``names`` (the linked seeds) goes too, case-insensitively,
-    for questions that named an entity without brackets.
-    """
-    text = _BRACKETED.sub(" ", question)
-    for name in sorted({n for n in names if n.strip()}, key=len, reverse=True):
-        text = re.sub(r"(?<!\w)" + re.escape(name.strip()) + r"(?!\w)", " ", text, flags=re.IGNORECASE)
-    return re.sub(r"\s+", " ", text).strip()
 
 
 def lucene_escape(text: str) -> str:

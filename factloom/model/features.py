@@ -59,7 +59,7 @@ def question_features(encode: Encode, question: str, mentions: Sequence[str]) ->
     A pooled sentence embedding barely tells "the mother's children" from "the children's mother";
     the ordered segments do. Shapes: ``((1 + SEGMENTS) · D,)``.
     """
-    from factloom.graph.linking import strip_mentions
+    from factloom.graph.mentions import strip_mentions
 
     text = strip_mentions(question, mentions) or question
     segments = [p.strip(" ?.") for p in _POSSESSIVE.split(text) if p.strip(" ?.")][:SEGMENTS]
@@ -83,7 +83,7 @@ def questions_inputs(embedder: Any, questions: Sequence[str], mentions: Sequence
     """:func:`question_inputs` of many questions in one encoder call (the query batcher's batch),
     the encoder in ``precision`` (:meth:`~factloom.model.embedder.Embedder.encode_with_tokens`;
     ``cache=False``: not from its cache)."""
-    from factloom.graph.linking import strip_mentions
+    from factloom.graph.mentions import strip_mentions
 
     texts = [strip_mentions(q, m) or q for q, m in zip(questions, mentions, strict=True)]
     return embedder.encode_with_tokens(texts, precision=precision, cache=cache)

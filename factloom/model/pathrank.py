@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from factloom.graph.linking import strip_mentions
+from factloom.graph.mentions import strip_mentions
 from factloom.graph.types import Edge, Subgraph
 
 __all__ = ["PathRankReasoner", "Answer", "PathStep", "signature_text", "hop_text"]
