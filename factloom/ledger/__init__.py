@@ -23,7 +23,9 @@ from factloom.ledger.tables import (
     AnswerFeedback,
     ApiKey,
     AuditEvent,
+    AuditSample,
     Base,
+    CertificationRun,
     CheckResult,
     FactSubmission,
     IngestBatch,
@@ -34,7 +36,8 @@ from factloom.ledger.tables import (
 )
 
 __all__ = [
-    "AnswerFeedback", "ApiKey", "AuditEvent", "Base", "CheckResult", "Database", "FactSubmission", "IngestBatch",
+    "AnswerFeedback", "ApiKey", "AuditEvent", "AuditSample", "Base", "CertificationRun",
+    "CheckResult", "Database", "FactSubmission", "IngestBatch",
     "ModelVersion", "ReviewDecision", "Status", "VersionStatus", "activate_version", "active_version",
     "active_versions", "find_update", "finish_update", "list_versions", "note_progress", "register_version",
     "start_update", "Trial", "trial_versions", "start_trial", "end_trial", "rollback",

@@ -30,6 +30,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 __all__ = [
     "Base", "Status", "DECISIONS_THAT_HOLD", "IngestBatch", "FactSubmission", "CheckResult", "ReviewDecision",
     "AuditEvent", "ModelVersion", "VersionStatus", "AnswerFeedback", "ApiKey", "AlertEvent", "UserAccount", "SignIn",
+    "AuditSample", "AUDIT_LABELS", "CertificationRun",
     "UtcDateTime", "utcnow",
     "as_utc", "new_id",
 ]
@@ -294,6 +295,54 @@ class SignIn(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime]
     revoked_at: Mapped[datetime | None]
+
+
+# an auditor's word on a sampled fact: the claim holds, or it does not ("can't tell" leaves it unlabelled)
+AUDIT_LABELS = ("holds", "does_not_hold")
+
+
+class AuditSample(Base):
+    """A fact the fusion decided by itself (accepted or rejected) that was also sent to the blind audit.
+
+    Written by the check worker in the transaction that writes the verdict; ``inclusion`` is the
+    probability it had of being sampled (its stratum's rate), so an audit label weighs ``1 / inclusion``
+    (factloom.verify.audit). The label never changes the fact by itself (factloom.platform.audit).
+    """
+
+    __tablename__ = "audit_sample"
+    __table_args__ = (Index("ix_audit_sample_kb_label_created", "kb", "label", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    submission_id: Mapped[str] = mapped_column(ForeignKey("fact_submission.id"), unique=True)
+    kb: Mapped[str] = mapped_column(String(64))
+    verdict: Mapped[str] = mapped_column(String(16))  # accepted | rejected: what the fusion decided
+    probability: Mapped[float] = mapped_column(Float)  # the fused probability it was decided with
+    stratum: Mapped[int] = mapped_column(Integer)
+    inclusion: Mapped[float] = mapped_column(Float)
+    fusion_version: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    label: Mapped[str | None] = mapped_column(String(16))  # AUDIT_LABELS; None: not audited yet
+    labelled_by: Mapped[str | None] = mapped_column(String(200))
+    labelled_at: Mapped[datetime | None]
+
+
+class CertificationRun(Base):
+    """One re-certification of a kb's thresholds (factloom.learn.certification): the audit ledger's
+    state after it (``ledger``, ``AuditLedger.as_dict``), the figures people see, and the fusion
+    version it registered when a threshold moved. The newest row per kb is the kb's live state."""
+
+    __tablename__ = "certification_run"
+    __table_args__ = (Index("ix_certification_run_kb_created", "kb", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kb: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # the labels up to this instant are in ``ledger``; the next run adds those after it
+    watermark: Mapped[datetime]
+    fusion_version: Mapped[str | None] = mapped_column(String(64))  # in service after the run
+    registered: Mapped[str | None] = mapped_column(String(64))  # the version this run registered, if any
+    figures: Mapped[dict[str, Any]]
+    ledger: Mapped[dict[str, Any] | None]
 
 
 # the admin review queue pages through one status at a time by age or by probability (keyset order),
