@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from factloom.platform.admin.security import SESSION_COOKIE, csrf_ok, session_data, unsign
 from factloom.platform.admin.users import ROLES, User, signed_in_user
@@ -80,7 +81,8 @@ def require_role(role: str) -> Callable[..., Awaitable[AdminSession]]:
         raise ValueError(f"unknown role {role!r}")
 
     async def dependency(request: Request, resources: ResourcesDep) -> AdminSession:
-        session = load_session(request, resources)
+        # the sign-in lookup is blocking SQL: on a worker thread, not on the event loop
+        session = await run_in_threadpool(load_session, request, resources)
         if session is None:
             raise SignInRequired()
         request.state.admin = session  # the page layout shows who is signed in, even on a 403
