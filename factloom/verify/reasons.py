@@ -12,6 +12,7 @@ rule that matches names it, the graph's own rules before the learned scores:
 
 In a kb whose items need two reviewers, review itself replaces the reason: ``second_opinion`` after
 the first reviewer's decision, ``disagreement`` when the second one differs (an admin decides).
+The blind audit sets ``audit`` on an automatic verdict an auditor found wrong.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ REVIEW_REASONS: Mapping[str, str] = {
     "evidence_against": "evidence against", "no_judge": "no verifier could judge", "borderline": "borderline",
     # set by review, not by a check, in kbs whose items need two reviewers
     "second_opinion": "needs a second opinion", "disagreement": "reviewers disagree",
+    # set by the blind audit (factloom.platform.audit): an automatic verdict an auditor found wrong
+    "audit": "audit found it wrong",
 }
 _CONSISTENCY_RULES = {"functional": "value_clash", "self_loop": "self_loop", "dates": "dates"}
 _DOUBT = 0.5  # a verifier below this speaks against the fact
