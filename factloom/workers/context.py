@@ -31,9 +31,17 @@ def load_scorer(path: Path, version: str) -> Any:
 
 
 def load_fusion(path: Path, version: str) -> Any:
-    """A registered learned fusion (its own thresholds inside); ``version`` names it in the results."""
+    """A registered learned fusion (its own thresholds inside), or one whose thresholds were
+    re-certified on live labels (``certified.json``: its base fusion, or the min rule, with the new
+    thresholds); ``version`` names it in the results."""
+    from factloom.verify.certified import CERTIFIED_FILE, CertifiedFusion
     from factloom.verify.fuse_model import LearnedFusion
 
+    if (path / CERTIFIED_FILE).exists():
+        meta = CertifiedFusion.read(path)
+        base: Any = LearnedFusion.load(Path(meta["base"])) if meta.get("base") else VerdictRule()
+        return CertifiedFusion(base, accept=meta["accept"], reject=meta["reject"], certificate=meta["certificate"],
+                               version=version, learned=meta.get("base") is not None, base_artefact=meta.get("base"))
     fusion = LearnedFusion.load(path)
     fusion.version = version
     return fusion

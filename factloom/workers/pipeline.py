@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+import zlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -16,11 +17,13 @@ from typing import Any
 from sqlalchemy import delete, select, update
 
 from factloom.graph import FactWrite, Neo4jStore
-from factloom.ledger import CheckResult, Database, FactSubmission, ReviewDecision, Status
+from factloom.ledger import AuditSample, CheckResult, Database, FactSubmission, ReviewDecision, Status
 from factloom.ledger.evidence import image_path
 from factloom.metrics import CHECK_VERDICTS, VERIFIER_ABSTENTIONS, VERIFIER_CHECKS
 from factloom.verify import Claim, Verdict, Verifier, VerifierResult
+from factloom.verify.audit import AuditSampler
 from factloom.verify.base import GraphView
+from factloom.verify.fusion import Fused
 from factloom.verify.reasons import review_reason
 from factloom.workers.context import WorkerContext
 
@@ -91,6 +94,7 @@ def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
             counts[status.value] += 1
             if status is Status.accepted:
                 accepted.append(claim.submission_id)
+        samples = _audit_samples(ctx, kb, claims, all_fused, checkers.versions.get("fusion"))
         with ctx.db.session() as session:
             session.execute(delete(CheckResult).where(CheckResult.submission_id.in_([c.submission_id for c in claims])))
             session.add_all(checks)
@@ -100,6 +104,10 @@ def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
                 update(FactSubmission).where(FactSubmission.status == Status.checking), verdicts,
                 execution_options={"synchronize_session": None},
             )
+            if samples:  # in the verdicts' transaction: a sampled verdict is never written without its sample
+                have = set(session.scalars(select(AuditSample.submission_id).where(
+                    AuditSample.submission_id.in_([a.submission_id for a in samples]))))
+                session.add_all([a for a in samples if a.submission_id not in have])
         # counted once the kb's verdicts are committed: a chunk retried after a failed write counts once
         _count(kb, [_VERDICT_STATUS[f.verdict] for f in all_fused], grid)
         if checkers.versions.get("scorer"):  # the monitor compares a scorer's verdict mix with its parent's
@@ -108,6 +116,30 @@ def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
     if accepted:
         commit_submissions(ctx, accepted)
     return counts
+
+
+def _audit_samples(ctx: WorkerContext, kb: str, claims: Sequence[Claim], fused: Sequence[Fused],
+                   version: str | None) -> list[AuditSample]:
+    """The chunk's automatically decided facts (accepted and rejected) that also go to the blind audit.
+
+    ``audit_share`` of them, stratified by fused probability (:class:`~factloom.verify.audit.AuditSampler`,
+    rates allocated over the chunk's decided facts); a fact is drawn by a hash of the kb's seed and its
+    submission id, so a retried chunk draws the same facts. Each sample keeps its inclusion probability:
+    its audit label weighs ``1 / inclusion`` in the re-certification (:mod:`factloom.learn.certification`).
+    """
+    share = ctx.settings.audit_share
+    decided = [(c, f) for c, f in zip(claims, fused, strict=True)
+               if f.verdict in (Verdict.accept, Verdict.reject) and f.probability is not None]
+    if share <= 0 or not decided:
+        return []
+    probabilities = [float(f.probability or 0.0) for _, f in decided]
+    seed = zlib.crc32(kb.encode()) ^ ctx.settings.audit_seed  # two kbs audit different facts
+    sampler = AuditSampler.allocate(probabilities, share=share, seed=seed)
+    chosen = sampler.select([c.submission_id for c, _ in decided], probabilities)
+    strata, inclusion = sampler.strata(probabilities), sampler.inclusion(probabilities)
+    return [AuditSample(submission_id=c.submission_id, kb=kb, verdict=_VERDICT_STATUS[f.verdict].value,
+                        probability=p, stratum=int(h), inclusion=float(pi), fusion_version=version)
+            for (c, f), p, h, pi, hit in zip(decided, probabilities, strata, inclusion, chosen, strict=True) if hit]
 
 
 def _count(kb: str, statuses: Sequence[Status], grid: Sequence[Sequence[VerifierResult]]) -> None:

@@ -266,7 +266,10 @@ class CheckSetup:
         if scorer is not None:
             floor = min(max(0.2, self.rule.reject + 0.05), (self.rule.reject + self.rule.accept) / 2)
             plausibility = self.canonical(kb, scorer.model)
-            plausibility = plausibility if fusion else Floored(plausibility, floor=floor)
+            # a fusion learned on the ledger's labels sees the scorer unfloored; the min rule (also
+            # one whose thresholds were re-certified, factloom.verify.certified) keeps the floor
+            learned = fusion is not None and getattr(fusion.model, "learned", True)
+            plausibility = plausibility if learned else Floored(plausibility, floor=floor)
         verifiers: list[Verifier] = [
             self.consistency,
             TypeVerifier(cons, self.entity_types(kb, claims, cons)),
