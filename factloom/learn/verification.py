@@ -215,6 +215,11 @@ def train_fusion(
     }
     artefact = models_dir / f"fusion-{kb}-{time.strftime('%Y%m%d%H%M%S')}"
     fusion.save(artefact)
+    if fusion.held_out is not None and fusion.calibrator is not None:  # live certification starts from them
+        from factloom.learn.certification import save_validation
+
+        raw, held_labels = fusion.held_out
+        save_validation(artefact, fusion.calibrator.predict(raw.tolist()), held_labels)
     version = register_version(db, kind="fusion", kb=kb, artefact=artefact, metrics=metrics)
     return version, metrics
 

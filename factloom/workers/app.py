@@ -37,7 +37,7 @@ def _share_cores(**_: Any) -> None:
 
 
 def make_app(broker_url: str, sweep_every_s: float, concurrency: int = 2, learn_every_s: float = 60.0,
-             monitor_every_s: float = 60.0) -> Celery:
+             monitor_every_s: float = 60.0, certify_every_s: float = 3600.0) -> Celery:
     celery = Celery("factloom", broker=broker_url, backend=broker_url, include=["factloom.workers.tasks"])
     celery.conf.update(
         # FACTLOOM_WORKER_CONCURRENCY, not `-c`: the children size their torch threads from it
@@ -47,6 +47,7 @@ def make_app(broker_url: str, sweep_every_s: float, concurrency: int = 2, learn_
         # long update
         task_routes={"factloom.check.*": {"queue": "check"}, "factloom.ingest.*": {"queue": "ingest"},
                      "factloom.learn.plan": {"queue": "ingest"}, "factloom.learn.monitor": {"queue": "ingest"},
+                     "factloom.learn.recertify": {"queue": "ingest"},
                      "factloom.learn.*": {"queue": "learn"}},
         # a task is acknowledged after it ran, and redelivered if its worker dies: with idempotent
         # tasks (by submission and fact id) a killed worker loses nothing and duplicates nothing
@@ -65,6 +66,7 @@ def make_app(broker_url: str, sweep_every_s: float, concurrency: int = 2, learn_
             "embed-new-entities": {"task": "factloom.ingest.embed_entities", "schedule": 10.0},
             "plan-learning": {"task": "factloom.learn.plan", "schedule": learn_every_s},
             "monitor-models": {"task": "factloom.learn.monitor", "schedule": monitor_every_s},
+            "recertify-thresholds": {"task": "factloom.learn.recertify", "schedule": certify_every_s},
         },
     )
     celery.set_default()  # tasks declared with @shared_task bind to this app in every process
@@ -73,4 +75,4 @@ def make_app(broker_url: str, sweep_every_s: float, concurrency: int = 2, learn_
 
 _settings = get_settings()
 app = make_app(_settings.redis_url, _settings.sweep_every_s, _settings.worker_concurrency, _settings.learn_period_s,
-               _settings.monitor_period_s)
+               _settings.monitor_period_s, _settings.certification_period_s)

@@ -13,8 +13,8 @@ from factloom.workers import pipeline
 from factloom.workers.context import context
 
 __all__ = ["check_submissions", "commit_submissions", "embed_entities", "sweep", "plan_learning", "learn_update",
-           "monitor_models",
-           "enqueue_check", "enqueue_commit", "enqueue_learn"]
+           "monitor_models", "retract_submissions", "recertify",
+           "enqueue_check", "enqueue_retract", "enqueue_commit", "enqueue_learn"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,14 @@ def check_submissions(ids: list[str]) -> dict[str, int]:
 @shared_task(name="factloom.check.commit", **_RETRY)
 def commit_submissions(ids: list[str]) -> int:
     return pipeline.commit_submissions(context(), ids)
+
+
+@shared_task(name="factloom.check.retract", **_RETRY)
+def retract_submissions(ids: list[str]) -> int:
+    """Take the facts of rejected submissions back out of the graph (idempotent: retracting twice
+    restores nothing the second time); a reviewer's reject of a fact the audit sent back to review."""
+    ctx = context()
+    return pipeline.retract_submissions(ctx.db, ctx.store, ids)
 
 
 @shared_task(name="factloom.ingest.embed_entities", **_RETRY)
@@ -103,6 +111,26 @@ def monitor_models() -> list[dict[str, object]]:
         return look(ctx.db, ctx.redis, MonitorConfig.of(ctx.settings))
     finally:
         lock.release()
+
+
+@shared_task(name="factloom.learn.recertify")
+def recertify() -> list[dict[str, object]]:
+    """Re-certify every kb's thresholds on the review and audit labels that arrived
+    (:mod:`factloom.learn.certification`; the beat's job, one run at a time)."""
+    from factloom.learn.certification import CertificationConfig, recertify_all
+
+    ctx = context()
+    lock = ctx.redis.lock("factloom:recertify", timeout=max(300.0, ctx.settings.certification_period_s))
+    if not lock.acquire(blocking=False):
+        return []  # a run is under way: two would add the same labels twice
+    try:
+        return recertify_all(ctx.db, CertificationConfig.of(ctx.settings))
+    finally:
+        lock.release()
+
+
+def enqueue_retract(ids: list[str]) -> None:
+    retract_submissions.apply_async(args=[ids], queue="check")
 
 
 def enqueue_learn(kb: str, kind: str, *, force: bool = False) -> None:

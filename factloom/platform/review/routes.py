@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from factloom.ledger import Status
-from factloom.platform.deps import DbDep, ReviewKey, SettingsDep
+from factloom.platform.deps import DbDep, ReviewKey, SettingsDep, StoreDep
 from factloom.platform.ingest.routes import submission_out
 from factloom.platform.review import service
 from factloom.platform.review.schemas import DecisionIn, DecisionOut, ReviewPage
@@ -38,11 +38,11 @@ def list_review(
 
 @router.post("/review/{submission_id}", response_model=DecisionOut)
 def post_decision(
-    submission_id: str, body: DecisionIn, principal: ReviewKey, db: DbDep, settings: SettingsDep,
+    submission_id: str, body: DecisionIn, principal: ReviewKey, db: DbDep, settings: SettingsDep, store: StoreDep,
 ) -> DecisionOut:
     principal.require_kb(service.kb_of(db=db, submission_id=submission_id))
     status = service.decide(
         db=db, submission_id=submission_id, decision=body.decision, reason=body.reason,
-        reviewer=principal.actor, second_opinion_kbs=settings.review_second_opinion,
+        reviewer=principal.actor, second_opinion_kbs=settings.review_second_opinion, store=store,
     )
     return DecisionOut(id=submission_id, status=status.value, decision=body.decision)

@@ -74,7 +74,7 @@ def kb_of(*, db: Database, submission_id: str) -> str:
 
 def decide(
     *, db: Database, submission_id: str, decision: str, reason: str, reviewer: str,
-    second_opinion_kbs: Collection[str] = (), settles: bool = False,
+    second_opinion_kbs: Collection[str] = (), settles: bool = False, store: Neo4jStore | None = None,
 ) -> Status:
     """Accept or keep both (→ ``reviewed``, then committed by a worker) or reject a submission
     waiting for review (:data:`DECISIONS`); returns its new status.
@@ -82,6 +82,11 @@ def decide(
     In ``second_opinion_kbs`` (whose items need two reviewers) the first reviewer's decision is
     recorded and the item keeps waiting; a second reviewer's agreeing decision carries it out, a
     differing one marks it ``disagreement`` for an admin, whose decision (``settles``) is final.
+
+    An item whose fact is in the graph already (an automatic accept the blind audit sent back to
+    review, ``committed_at`` set) stays there until decided: a reject takes it out — at once through
+    ``store`` when given, else by a worker's retract task — and restores what it superseded; an accept
+    writes it again (idempotent).
     """
     if decision not in DECISIONS:
         raise BadRequest(f"unknown decision {decision!r}; one of {', '.join(DECISIONS)}")
@@ -110,11 +115,13 @@ def decide(
                                    details={"decision": decision, "reason": reason, "kb": row.kb,
                                             "outcome": outcome}))
             return Status.needs_review
+        in_graph = row.committed_at is not None and new_status is Status.rejected
         # the conditional update makes two reviewers deciding at once come out as one decision
         changed = session.execute(  # type: ignore[attr-defined]
             update(FactSubmission)
             .where(FactSubmission.id == submission_id, FactSubmission.status.in_(list(REVIEWABLE)))
-            .values(status=new_status, verdict_reason=f"review: {decision}" + (f" ({reason})" if reason else ""))
+            .values(status=new_status, verdict_reason=f"review: {decision}" + (f" ({reason})" if reason else ""),
+                    **({"committed_at": None} if in_graph else {}))
         ).rowcount
         if not changed:
             raise Conflict(f"submission {submission_id} was decided concurrently")
@@ -123,6 +130,8 @@ def decide(
             AuditEvent(actor=reviewer, action=f"review.{decision}", target=submission_id,
                        details={"reason": reason, "fact_id": row.fact_id, "kb": row.kb})
         )
+    if in_graph:
+        _retract(db, store, submission_id)
     if new_status is Status.reviewed:
         from factloom.workers.tasks import enqueue_commit
 
@@ -131,6 +140,21 @@ def decide(
         except Exception:  # stays 'reviewed' in the ledger; the sweeper commits it
             log.exception("could not enqueue the commit of %s; the sweeper will", submission_id)
     return new_status
+
+
+def _retract(db: Database, store: Neo4jStore | None, submission_id: str) -> None:
+    """Take a rejected item's fact back out of the graph (the ledger says rejected already)."""
+    from factloom.workers.pipeline import retract_submissions
+
+    if store is not None:
+        retract_submissions(db, store, [submission_id])
+        return
+    from factloom.workers.tasks import enqueue_retract
+
+    try:
+        enqueue_retract([submission_id])
+    except Exception:
+        log.exception("could not enqueue the retraction of %s", submission_id)
 
 
 def _withdraw_opinion(session: Session, row: FactSubmission, opinion: ReviewDecision, actor: str) -> None:

@@ -1,0 +1,230 @@
+"""Live certification in the platform: audit sampling in the check worker, the blind audit's labels, the
+re-certification job and the fusion versions it registers, the Certification page and its gauges.
+
+Most tests run in-process on a migrated SQLite ledger; the graph's part (a wrong auto-accept the audit
+finds is taken out of the graph by a reviewer's reject) uses the session's Neo4j.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from sqlalchemy import insert, select
+
+from factloom.config import Settings
+from factloom.learn.certification import CertificationConfig, latest_runs, recertify, score_of
+from factloom.ledger import (
+    AuditSample,
+    CertificationRun,
+    Database,
+    FactSubmission,
+    IngestBatch,
+    ModelVersion,
+    ReviewDecision,
+    Status,
+    active_version,
+)
+from factloom.platform.certification import service as audit
+from factloom.platform.errors import BadRequest, Conflict
+from factloom.platform.migrate import migrate_sql
+from factloom.verify import Claim, Verdict, VerifierResult
+from factloom.verify.fusion import Fused, VerdictRule
+from factloom.workers.context import load_fusion
+from factloom.workers.pipeline import _audit_samples
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _ledger(tmp_path: Path) -> Database:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    migrate_sql(url)
+    return Database(url)
+
+
+def _claims(n: int) -> list[Claim]:
+    return [Claim(submission_id=f"{i:032x}", fact_id=f"f{i}", subject=f"s{i}", predicate="p", object=f"o{i}",
+                  source="src") for i in range(n)]
+
+
+# ---------------------------------------------------------------- 1. audit sampling
+
+
+def test_sampling_is_stratified_deterministic_and_only_of_automatic_verdicts() -> None:
+    rng = np.random.default_rng(0)
+    n = 40_000
+    p = np.concatenate([rng.uniform(0.95, 1.0, n // 2), rng.uniform(0.0, 0.05, n // 4), rng.uniform(0.3, 0.7, n // 4)])
+    verdicts = [Verdict.accept if x >= 0.9 else Verdict.reject if x <= 0.1 else Verdict.review for x in p]
+    fused = [Fused(float(x), v, "") for x, v in zip(p, verdicts, strict=True)]
+    claims = _claims(n)
+    ctx = SimpleNamespace(settings=Settings(_env_file=None, audit_share=0.02, audit_seed=7))  # type: ignore[call-arg]
+    samples = _audit_samples(ctx, "kb1", claims, fused, "v1")  # type: ignore[arg-type]
+    decided = sum(v is not Verdict.review for v in verdicts)
+    assert 0.015 * decided < len(samples) < 0.025 * decided  # the configured share of the automatic verdicts
+    assert {s.verdict for s in samples} == {"accepted", "rejected"}
+    assert all(not 0.1 < s.probability < 0.9 for s in samples)  # review items are labelled by review itself
+    rates = {s.stratum: s.inclusion for s in samples}
+    assert len(set(rates.values())) > 1  # stratified: strata nearer the thresholds are audited more often
+    again = _audit_samples(ctx, "kb1", claims, fused, "v1")  # type: ignore[arg-type]
+    assert [s.submission_id for s in again] == [s.submission_id for s in samples]  # deterministic by id
+    other = _audit_samples(ctx, "kb2", claims, fused, "v1")  # type: ignore[arg-type]
+    assert {s.submission_id for s in other} != {s.submission_id for s in samples}  # salted by kb
+    off = SimpleNamespace(settings=Settings(_env_file=None, audit_share=0.0))  # type: ignore[call-arg]
+    assert _audit_samples(off, "kb1", claims, fused, "v1") == []  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- a ledger with labels
+
+
+def _submissions(db: Database, kb: str, rows: list[dict[str, object]]) -> None:
+    with db.session() as session:
+        if session.get(IngestBatch, "b" * 32) is None:
+            session.add(IngestBatch(id="b" * 32, kb=kb, count=len(rows)))
+            session.flush()
+        session.execute(insert(FactSubmission), [
+            {"batch_id": "b" * 32, "kb": kb, "key": r["id"], "fact_id": f"f{r['id']}", "subject": f"S{r['id']}",
+             "predicate": "p", "object": "o", "source": "src", "attempts": 1, "created_at": T0, "updated_at": T0,
+             **r} for r in rows])
+
+
+def _reviewed(db: Database, kb: str, n: int, rng: np.random.Generator, start: int = 0) -> None:
+    """``n`` facts the min rule sent to review (p in 0.1..0.9), decided by reviewers: true above 0.6, false
+    below 0.4, a coin in between."""
+    p = rng.uniform(0.1, 0.9, n)
+    ids = [f"r{start + i:031d}" for i in range(n)]
+    truth = (p > 0.6) | ((p > 0.4) & (rng.random(n) < 0.5))
+    _submissions(db, kb, [{"id": i, "probability": float(x), "review_reason": "borderline",
+                           "status": Status.committed if t else Status.rejected} for i, x, t in zip(ids, p, truth,
+                                                                                                   strict=True)])
+    with db.session() as session:
+        session.execute(insert(ReviewDecision), [
+            {"submission_id": i, "decision": "accept" if t else "reject", "reason": "", "reviewer": "user:rita",
+             "created_at": T0 + timedelta(minutes=1)} for i, t in zip(ids, truth, strict=True)])
+
+
+def _audited(db: Database, kb: str, ids: list[str], p: list[float], verdict: str, labels: list[str],
+             inclusion: float, at: datetime) -> None:
+    status = Status.committed if verdict == "accepted" else Status.rejected
+    _submissions(db, kb, [{"id": i, "probability": x, "status": status, "committed_at": T0 if
+                           verdict == "accepted" else None} for i, x in zip(ids, p, strict=True)])
+    with db.session() as session:
+        session.execute(insert(AuditSample), [
+            {"submission_id": i, "kb": kb, "verdict": verdict, "probability": x, "stratum": 0, "inclusion": inclusion,
+             "created_at": T0, "label": y, "labelled_by": "user:rita" if y else None,
+             "labelled_at": at if y else None} for i, x, y in zip(ids, p, labels, strict=True)])
+
+
+@pytest.fixture()
+def ledger(tmp_path: Path) -> Iterator[Database]:
+    db = _ledger(tmp_path)
+    yield db
+    db.dispose()
+
+
+# ---------------------------------------------------------------- 2. the blind audit's labels
+
+
+def test_audit_labels_are_recorded_once_and_a_wrong_verdict_goes_back_to_review(ledger: Database) -> None:
+    _audited(ledger, "kb", ["a" * 32, "b" * 31 + "c", "c" * 32], [0.97, 0.96, 0.02], "accepted", [None] * 3,
+             0.1, T0)
+    with ledger.session() as session:  # the third one was an automatic reject
+        session.execute(AuditSample.__table__.update().where(AuditSample.submission_id == "c" * 32)
+                        .values(verdict="rejected"))
+        session.execute(FactSubmission.__table__.update().where(FactSubmission.id == "c" * 32)
+                        .values(status=Status.rejected, committed_at=None))
+    assert audit.backlog(db=ledger, kb="kb") == 3
+    first = audit.next_item(db=ledger, kb="kb")
+    assert first is not None and first.submission_id == "a" * 32
+    assert audit.next_item(db=ledger, kb="kb", skip=[first.sample_id]).submission_id == "b" * 31 + "c"  # type: ignore
+    assert audit.label(db=ledger, sample_id=first.sample_id, value="holds", actor="user:rita") is False
+    with pytest.raises(Conflict):
+        audit.label(db=ledger, sample_id=first.sample_id, value="does_not_hold", actor="user:ada")
+    with pytest.raises(BadRequest):
+        audit.label(db=ledger, sample_id=first.sample_id, value="maybe", actor="user:ada")
+    second = audit.next_item(db=ledger, kb="kb")
+    assert audit.label(db=ledger, sample_id=second.sample_id, value="does_not_hold", actor="user:rita")  # type: ignore
+    third = audit.next_item(db=ledger, kb="kb")
+    assert audit.label(db=ledger, sample_id=third.sample_id, value="holds", actor="user:rita")  # type: ignore
+    with ledger.session() as session:
+        rows = {r.id: r for r in session.scalars(select(FactSubmission))}
+    assert rows["a" * 32].status is Status.committed  # right: untouched
+    wrong_accept = rows["b" * 31 + "c"]
+    assert (wrong_accept.status, wrong_accept.review_reason) == (Status.needs_review, "audit")
+    assert wrong_accept.committed_at is not None  # still in the graph until a reviewer decides
+    assert (rows["c" * 32].status, rows["c" * 32].review_reason) == (Status.needs_review, "audit")
+    assert audit.backlog(db=ledger, kb="kb") == 0 and audit.next_item(db=ledger, kb="kb") is None
+
+
+# ---------------------------------------------------------------- 3. re-certification
+
+
+def _config(tmp_path: Path, target: float = 0.05) -> CertificationConfig:
+    return CertificationConfig(target=target, reject_target=target, alpha=0.05, models_dir=tmp_path / "models")
+
+
+def test_recertification_registers_a_fusion_version_whose_thresholds_change_verdicts(
+        ledger: Database, tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    _reviewed(ledger, "kb", 3000, rng)
+    config = _config(tmp_path)
+    out = recertify(ledger, kb="kb", config=config, now=T0 + timedelta(hours=1))
+    row = active_version(ledger, kind="fusion", kb="kb")
+    assert row is not None and row.metrics is not None
+    assert out["accept"] is not None and out["accept"] < 0.9  # reviewers found the upper band true
+    assert out["reject"] is not None and out["reject"] > 0.1
+    assert row.metrics["certificate"]["labels"] == 3000 and row.metrics["accept"] == out["accept"]
+    assert out["bound"]["accept"] <= config.target
+    fusion = load_fusion(Path(row.artefact), row.id)
+    between = (out["accept"] + 0.9) / 2
+    results = [VerifierResult("consistency", between, "ok")]
+    assert VerdictRule().fuse(results).verdict is Verdict.review
+    assert fusion.fuse(results).verdict is Verdict.accept  # the new threshold decides what the old did not
+    assert fusion.fuse_many([[VerifierResult("consistency", None, "abstained")]])[0].verdict is Verdict.review
+    assert fusion.learned is False  # over the min rule: the scorer stays floored
+    # nothing new: the next run keeps the version
+    again = recertify(ledger, kb="kb", config=config, now=T0 + timedelta(hours=2))
+    assert again["accept"] == out["accept"] and active_version(ledger, kind="fusion", kb="kb").id == row.id  # type: ignore
+
+
+def test_audit_labels_reach_the_fusion_versions_certificate(ledger: Database, tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    _reviewed(ledger, "kb", 3000, rng)
+    config = _config(tmp_path)
+    first = recertify(ledger, kb="kb", config=config, now=T0 + timedelta(hours=1))
+    v1 = active_version(ledger, kind="fusion", kb="kb")
+    # the audit finds many of the auto-accepted facts just above the new threshold wrong
+    n = 400
+    p = list(np.linspace(first["accept"], min(0.99, first["accept"] + 0.05), n))
+    labels = ["does_not_hold" if i % 3 == 0 else "holds" for i in range(n)]
+    _audited(ledger, "kb", [f"a{i:031d}" for i in range(n)], p, "accepted", labels, 0.5, T0 + timedelta(hours=2))
+    second = recertify(ledger, kb="kb", config=config, now=T0 + timedelta(hours=3))
+    v2 = active_version(ledger, kind="fusion", kb="kb")
+    assert v2 is not None and v1 is not None and v2.id != v1.id and v2.parent == v1.id
+    # a third of them wrong is a drift: the evidence before it no longer describes the stream, and the
+    # certificate rests on the audit labels alone (no threshold certified by them: nothing auto-accepted)
+    assert "drift" in second["events"] and second["drifts"] == 1
+    assert v2.metrics["certificate"]["labels"] == n and v2.metrics["accept"] is None  # type: ignore[index]
+    assert second["new_labels"] == {"review": 0, "audit": n}
+    assert second["accept"] is None or second["accept"] > first["accept"]  # stricter, or nothing auto-accepted
+    rate = second["audit_error"]["accept"]
+    assert rate["labels"] == n and rate["low"] < 1 / 3 + 0.01 < rate["high"] + 0.02
+    assert math.isclose(rate["rate"], sum(y == "does_not_hold" for y in labels) / n)
+    with ledger.session() as session:
+        runs = session.scalars(select(CertificationRun).order_by(CertificationRun.id)).all()
+        versions = session.scalars(select(ModelVersion).where(ModelVersion.kind == "fusion")).all()
+    assert [r.registered for r in runs] == [v1.id, v2.id] and len(versions) == 2
+    assert latest_runs(ledger)["kb"]["accept"] == second["accept"]
+
+
+def test_score_is_the_logit_of_the_fused_probability() -> None:
+    assert score_of(0.5) == 0.0 and score_of(0.9) == pytest.approx(math.log(9))
+    assert math.isfinite(score_of(1.0)) and math.isfinite(score_of(0.0))
+
+
+_ = re  # pages below
