@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import insert, select
 
 from factloom.config import Settings
@@ -31,6 +32,7 @@ from factloom.ledger import (
     Status,
     active_version,
 )
+from factloom.platform.admin.users import create_user
 from factloom.platform.certification import service as audit
 from factloom.platform.errors import BadRequest, Conflict
 from factloom.platform.migrate import migrate_sql
@@ -227,4 +229,117 @@ def test_score_is_the_logit_of_the_fused_probability() -> None:
     assert math.isfinite(score_of(1.0)) and math.isfinite(score_of(0.0))
 
 
-_ = re  # pages below
+# ---------------------------------------------------------------- 4. the pages and the gauges
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    from factloom.platform.app import create_app
+
+    home: Path = tmp_path_factory.mktemp("cert-home")
+    settings = Settings(_env_file=None, home=home, admin_secret="test-secret-" + "x" * 20,  # type: ignore[call-arg]
+                        neo4j_uri="bolt://127.0.0.1:9", redis_url="redis://127.0.0.1:9/0", query_warm_up=False,
+                        certification_target=0.05)
+    migrate_sql(settings.sql_url)
+    db = Database(settings.sql_url)
+    create_user(db=db, name="rita", role="reviewer", password="reviewer-pass")
+    create_user(db=db, name="ada", role="admin", password="admin-pass-1")
+    rng = np.random.default_rng(3)
+    _reviewed(db, "films", 3000, rng)
+    _audited(db, "films", [f"a{i:031d}" for i in range(60)], [0.9731] * 60, "accepted",
+             ["holds"] * 50 + [None] * 10, 0.25, T0 + timedelta(minutes=5))
+    with db.session() as session:
+        session.execute(FactSubmission.__table__.update().where(FactSubmission.id == f"a{0:031d}")
+                        .values(evidence={"text": "Blade Runner came out in 1982, says the studio."}))
+        # the first unlabelled one is the page's item; it carries evidence text
+        session.execute(FactSubmission.__table__.update().where(FactSubmission.id == f"a{50:031d}")
+                        .values(evidence={"text": "The studio's 1982 catalogue lists it."}, subject="Blade Runner",
+                                object="1982", predicate="release_year"))
+    db.dispose()
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as test_client:
+        yield test_client
+
+
+def _sign_in(client: TestClient, name: str, password: str) -> str:
+    client.cookies.clear()
+    token = re.search(r'name="csrf" value="([^"]+)"', client.get("/admin/login").text).group(1)  # type: ignore
+    response = client.post("/admin/login", data={"name": name, "password": password, "csrf": token,
+                                                  "next": "/admin/blind-audit"}, follow_redirects=False)
+    assert response.status_code == 303, response.text
+    page = client.get("/admin/blind-audit")
+    return re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+
+
+def _db(client: TestClient) -> Database:
+    return client.app.state.resources.db  # type: ignore[attr-defined,no-any-return]
+
+
+def test_the_blind_audit_page_shows_the_claim_and_evidence_never_the_verdict(client: TestClient) -> None:
+    csrf = _sign_in(client, "rita", "reviewer-pass")
+    page = client.get("/admin/blind-audit?kb=films")
+    assert page.status_code == 200
+    html = page.text
+    assert "Blade Runner" in html and "release_year" in html and "1982 catalogue" in html
+    main = html.split("<main", 1)[1]
+    for leak in ("0.9731", "0.97", "accepted", "committed", "verdict", "fused", "probability", "verifier",
+                 f"a{50:031d}"):
+        assert leak not in main, leak
+    assert all(f'data-key="{k}"' in html for k in "hns") and "data-shortcuts" in html
+    assert "10 waiting" in html
+    sample = int(re.search(r'action="/admin/blind-audit/(\d+)"', html).group(1))  # type: ignore[union-attr]
+    # CSRF on the POST, a clear error for a bad label
+    assert client.post(f"/admin/blind-audit/{sample}", data={"label": "holds"}).status_code == 403
+    bad = client.post(f"/admin/blind-audit/{sample}", data={"label": "perhaps", "csrf": csrf})
+    assert bad.status_code == 400 and "unknown audit label" in bad.text
+    assert client.get("/admin/blind-audit?kb=no%20such").status_code == 400
+    # can't tell: the next item, this one left for someone else
+    skipped = client.post(f"/admin/blind-audit/{sample}", data={"label": "skip", "csrf": csrf, "kb": "films"},
+                          follow_redirects=True)
+    assert f'action="/admin/blind-audit/{sample}"' not in skipped.text and "1 skipped by you" in skipped.text
+    # does not hold, on an automatic accept: back to review, the fact still in the graph
+    wrong = client.post(f"/admin/blind-audit/{sample}", data={"label": "does_not_hold", "csrf": csrf,
+                                                              "kb": "films"}, follow_redirects=True)
+    assert wrong.status_code == 200 and "went back to review" in wrong.text
+    with _db(client).session() as session:
+        row = session.get(FactSubmission, f"a{50:031d}")
+        assert row is not None and (row.status, row.review_reason) == (Status.needs_review, "audit")
+    assert client.get("/admin/certification").status_code == 403  # admins only
+
+
+def _figures(html: str, kb: str) -> dict[str, str]:
+    section = html.split(f'data-kb="{kb}"', 1)[1].split("</section>", 1)[0]
+    out = {}
+    for side in ("accept", "reject"):
+        row = section.split(f'data-side="{side}"', 1)[1].split("</tr>", 1)[0]
+        for name in ("target", "bound"):
+            out[f"{name}:{side}"] = re.search(rf'data-figure="{name}">([^<]*)<', row).group(1)  # type: ignore
+    out["automation"] = re.search(r'data-figure="automation">([^<]*)<', section).group(1)  # type: ignore
+    out["backlog"] = re.search(r'data-figure="backlog"><a[^>]*>(\d+)<', section).group(1)  # type: ignore
+    return out
+
+
+def test_the_certification_page_and_the_metrics_show_the_same_figures(client: TestClient, tmp_path: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    db = _db(client)
+    config = CertificationConfig.of(client.app.state.resources.settings)  # type: ignore[attr-defined]
+    config = CertificationConfig(**{**config.__dict__, "models_dir": tmp_path / "models"})
+    recertify(db, kb="films", config=config, now=T0 + timedelta(hours=1))
+    recertify(db, kb="films", config=config, now=T0 + timedelta(hours=2))
+    _sign_in(client, "ada", "admin-pass-1")
+    page = client.get("/admin/certification")
+    assert page.status_code == 200 and "<svg" in page.text and "certification-chart" in page.text
+    shown = _figures(page.text, "films")
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(client.get("/metrics").text) for s in family.samples}
+
+    def metric(name: str, **labels: str) -> float:
+        return samples[(name, tuple(sorted({"kb": "films", **labels}.items())))]
+
+    runs = latest_runs(db)["films"]
+    assert float(shown["target:accept"]) == metric("factloom_certification_target", side="accept") == 0.05
+    assert shown["bound:accept"] == f"{metric('factloom_certified_error_bound', side='accept'):.5f}"
+    assert metric("factloom_certified_error_bound", side="accept") == runs["bound"]["accept"]
+    assert shown["automation"] == f"{metric('factloom_automation_ratio'):.4f}"
+    assert int(shown["backlog"]) == metric("factloom_audit_backlog") == runs["backlog"]
+    assert runs["backlog"] == audit.backlog(db=db, kb="films")

@@ -57,7 +57,9 @@ CATALOGUE: dict[str, tuple[type, tuple[str, ...]]] = {
     "factloom_alerts_received": (Counter, ("alertname", "status")),
 }
 # read at scrape time by the API (factloom.platform.metrics.LedgerCollector), not defined in factloom.metrics
-SCRAPE_GAUGES = {"factloom_submissions", "factloom_queue_depth"}
+SCRAPE_GAUGES = {"factloom_submissions", "factloom_queue_depth", "factloom_certified_error_bound",
+                 "factloom_certification_target", "factloom_audit_error", "factloom_automation_ratio",
+                 "factloom_audit_backlog"}
 SUFFIXES = {Counter: ("_total",), Histogram: ("_bucket", "_sum", "_count"), Gauge: ("",)}
 
 

@@ -50,7 +50,7 @@ DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "factloom.json"
 OPERATIONS = ROOT / "docs" / "operations.md"
 PROMETHEUS_PORT, ALERTMANAGER_PORT = 19090 + 100 * SLOT, 19093 + 100 * SLOT
 ALERTS = ("FactloomModelRolledBack", "FactloomLearnUpdatesFailing", "FactloomQueueBacklog", "FactloomHighErrorRate",
-          "FactloomQueryLatencySLO", "FactloomTargetDown")
+          "FactloomQueryLatencySLO", "FactloomTargetDown", "FactloomCertifiedBoundAboveTarget")
 
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
                                     reason="promtool missing: scripts/setup.sh installs Debian's prometheus package")

@@ -81,3 +81,39 @@ class LedgerCollector(Collector):
         except Exception:
             log.warning("broker unavailable for metrics", exc_info=True)
         yield depth
+        yield from certification_gauges(self.db)
+
+
+def certification_gauges(db: Database) -> list[GaugeMetricFamily]:
+    """Each kb's live certification, as its newest re-certification run left it (the admin Certification
+    page shows the same rows, :func:`factloom.learn.certification.latest_runs`)."""
+    from factloom.learn.certification import latest_runs
+
+    bound = GaugeMetricFamily("factloom_certified_error_bound", "Upper confidence bound on the error among a kb's "
+                              "automatic verdicts at the threshold in service (side: accept, reject)",
+                              labels=["kb", "side"])
+    target = GaugeMetricFamily("factloom_certification_target", "The error a kb's automatic verdicts are "
+                               "certified against (side: accept, reject)", labels=["kb", "side"])
+    audit_error = GaugeMetricFamily("factloom_audit_error", "Error the blind audit found among a kb's automatic "
+                                    "verdicts, weighted by inverse inclusion probability (side: accept, reject)",
+                                    labels=["kb", "side"])
+    automation = GaugeMetricFamily("factloom_automation_ratio", "Share of a kb's checked facts decided without "
+                                   "review", labels=["kb"])
+    backlog = GaugeMetricFamily("factloom_audit_backlog", "Sampled facts waiting for their blind-audit label",
+                                labels=["kb"])
+    try:
+        runs = latest_runs(db)
+    except Exception:
+        log.warning("ledger unavailable for the certification metrics", exc_info=True)
+        runs = {}
+    for kb, f in runs.items():
+        for side, goal in (("accept", f["target"]), ("reject", f["reject_target"])):
+            target.add_metric([kb, side], float(goal))
+            if f["bound"].get(side) is not None:
+                bound.add_metric([kb, side], float(f["bound"][side]))
+            if f["audit_error"][side].get("rate") is not None:
+                audit_error.add_metric([kb, side], float(f["audit_error"][side]["rate"]))
+        if f.get("automation") is not None:
+            automation.add_metric([kb], float(f["automation"]))
+        backlog.add_metric([kb], float(f["backlog"]))
+    return [bound, target, audit_error, automation, backlog]

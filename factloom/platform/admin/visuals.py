@@ -18,7 +18,7 @@ from factloom.graph.types import entity_key
 from factloom.platform.query.schemas import AnswerOut, PathStepOut
 
 __all__ = ["neighbourhood_elements", "more_elements", "relation_text", "Step", "walk", "answer_elements",
-           "verifier_chart", "minute_chart", "status_bar", "version_bars",
+           "verifier_chart", "minute_chart", "status_bar", "version_bars", "certification_chart",
            "COLOURS"]
 
 COLOURS = {
@@ -257,3 +257,71 @@ def version_bars(rows: Sequence[tuple[str, str, float | None, float | None]], *,
     return Markup(f'<svg class="versions" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '  # noqa: S704 - numbers and escape()d names only
                   f'role="img" aria-label="versions side by side" xmlns="http://www.w3.org/2000/svg">'
                   f'{"".join(parts)}</svg>')
+
+
+def certification_chart(runs: Sequence[dict[str, Any]], *, width: int = 720, height: int = 180) -> Markup:
+    """A kb's re-certification runs over time (oldest left): the certified error bound at the accept
+    threshold in service (line), the target (dashed), the realised audit error with its interval
+    (points and whiskers) on the left axis, and the automation rate (grey line) on the right, 0–1."""
+    if not runs:
+        return Markup("")
+    left, right, bottom, top_pad = 52, 40, 22, 10
+    plot_w, plot_h = width - left - right, height - bottom - top_pad
+    target = float(runs[-1].get("target") or 0.01)
+
+    def accept_of(run: dict[str, Any], key: str) -> float | None:
+        value = (run.get("audit_error") or {}).get("accept", {}).get(key) if key != "bound" else \
+            (run.get("bound") or {}).get("accept")
+        return float(value) if isinstance(value, int | float) else None
+
+    seen = [v for r in runs for v in (accept_of(r, "bound"), accept_of(r, "rate"), accept_of(r, "high"))
+            if v is not None]
+    top = max([2 * target, *seen])
+    top = min(1.0, top)
+    n = len(runs)
+    step = plot_w / max(n - 1, 1)
+
+    def x(i: int) -> float:
+        return left + (i * step if n > 1 else plot_w / 2)
+
+    def y(v: float, scale: float = top) -> float:
+        return top_pad + plot_h - plot_h * min(v, scale) / scale
+
+    parts = []
+    for frac in (0.0, 0.5, 1.0):
+        ty = top_pad + plot_h - plot_h * frac
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" class="grid-line"/>'
+                     f'<text x="{left - 6}" y="{ty + 4:.1f}" text-anchor="end">{top * frac:.3g}</text>'
+                     f'<text x="{width - right + 6}" y="{ty + 4:.1f}">{frac:.1f}</text>')
+    parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(target):.1f}" y2="{y(target):.1f}" '
+                 f'stroke="#dc2626" stroke-dasharray="5 4"><title>target {target:g}</title></line>')
+    automation = [(i, float(r["automation"])) for i, r in enumerate(runs)
+                  if isinstance(r.get("automation"), int | float)]
+    if automation:
+        points = " ".join(f"{x(i):.1f},{y(a, 1.0):.1f}" for i, a in automation)
+        parts.append(f'<polyline points="{points}" fill="none" stroke="#94a3b8" stroke-width="1.5">'
+                     f'<title>automation rate</title></polyline>')
+    bounds = [(i, b) for i, r in enumerate(runs) if (b := accept_of(r, "bound")) is not None]
+    if bounds:
+        points = " ".join(f"{x(i):.1f},{y(b):.1f}" for i, b in bounds)
+        parts.append(f'<polyline points="{points}" fill="none" stroke="#2563eb" stroke-width="2">'
+                     f'<title>certified bound</title></polyline>')
+        parts += [f'<circle cx="{x(i):.1f}" cy="{y(b):.1f}" r="2.5" fill="#2563eb"><title>run {i + 1}: bound '
+                  f'{b:.4g}</title></circle>' for i, b in bounds]
+    for i, r in enumerate(runs):
+        rate, low, high = accept_of(r, "rate"), accept_of(r, "low"), accept_of(r, "high")
+        if rate is None:
+            continue
+        if low is not None and high is not None:
+            parts.append(f'<line x1="{x(i):.1f}" x2="{x(i):.1f}" y1="{y(low):.1f}" y2="{y(high):.1f}" '
+                         f'stroke="#f59e0b" stroke-width="1.5"/>')
+        parts.append(f'<rect x="{x(i) - 3:.1f}" y="{y(rate) - 3:.1f}" width="6" height="6" fill="#f59e0b">'
+                     f'<title>run {i + 1}: audit error {rate:.4g}</title></rect>')
+    parts.append(f'<line x1="{left}" x2="{left}" y1="{top_pad}" y2="{top_pad + plot_h}" class="axis"/>'
+                 f'<line x1="{left}" x2="{width - right}" y1="{top_pad + plot_h}" y2="{top_pad + plot_h}" '
+                 f'class="axis"/><text x="{left}" y="{height - 6}">run 1</text>'
+                 f'<text x="{width - right}" y="{height - 6}" text-anchor="end">run {n}</text>')
+    return Markup(  # noqa: S704 - numbers and fixed words only
+        f'<svg class="spark certification-chart" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="certified bound, target, audit error and '
+        f'automation over {n} runs" xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>')
