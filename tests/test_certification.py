@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -20,6 +21,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import insert, select
 
 from factloom.config import Settings
+from factloom.graph import FactWrite, Neo4jStore
 from factloom.learn.certification import CertificationConfig, latest_runs, recertify, score_of
 from factloom.ledger import (
     AuditSample,
@@ -161,6 +163,39 @@ def test_audit_labels_are_recorded_once_and_a_wrong_verdict_goes_back_to_review(
     assert wrong_accept.committed_at is not None  # still in the graph until a reviewer decides
     assert (rows["c" * 32].status, rows["c" * 32].review_reason) == (Status.needs_review, "audit")
     assert audit.backlog(db=ledger, kb="kb") == 0 and audit.next_item(db=ledger, kb="kb") is None
+
+
+def test_a_wrong_auto_accept_the_audit_finds_goes_to_review_and_a_reject_there_retracts_it(
+        ledger: Database, store: Neo4jStore) -> None:
+    """Neo4j for real: the fact stays in the graph while it waits for review; a reviewer's reject takes it out
+    and restores the value it had superseded."""
+    from factloom.platform.review import service as review
+
+    kb = f"cert{uuid.uuid4().hex[:8]}"
+    old, new = FactWrite("f-old", "Alpha", "release_year", "1998", "src"), FactWrite(
+        "f-new", "Alpha", "release_year", "1999", "src", supersede=True)
+    store.write_facts(kb, [old])
+    store.write_facts(kb, [new])
+    _submissions(ledger, kb, [{"id": "n" * 32, "fact_id": "f-new", "subject": "Alpha", "predicate": "release_year",
+                               "object": "1999", "probability": 0.99, "status": Status.committed, "committed_at": T0}])
+    with ledger.session() as session:
+        session.add(AuditSample(submission_id="n" * 32, kb=kb, verdict="accepted", probability=0.99, stratum=13,
+                                inclusion=0.01))
+    try:
+        item = audit.next_item(db=ledger, kb=kb)
+        assert item is not None
+        assert audit.label(db=ledger, sample_id=item.sample_id, value="does_not_hold", actor="user:rita")
+        assert [f.object for f in store.current_facts(kb, [("Alpha", "release_year")])[("Alpha", "release_year")]] \
+            == ["1999"]  # still in the graph until a reviewer decides
+        assert review.decide(db=ledger, submission_id="n" * 32, decision="reject", reason="audit was right",
+                             reviewer="user:ada", store=store) is Status.rejected
+        current = store.current_facts(kb, [("Alpha", "release_year")])[("Alpha", "release_year")]
+        assert [f.object for f in current] == ["1998"]  # out of the graph; the superseded value holds again
+        with ledger.session() as session:
+            row = session.get(FactSubmission, "n" * 32)
+            assert row is not None and row.status is Status.rejected and row.committed_at is None
+    finally:
+        store.drop_kb(kb)
 
 
 # ---------------------------------------------------------------- 3. re-certification
