@@ -80,11 +80,36 @@ MERGE (a)-[:ALIAS_OF]->(e)
 SET e.aliases = CASE WHEN row.alias IN e.aliases THEN e.aliases ELSE e.aliases + row.alias END
 """
 
+# ---------------------------------------------------------------- when a fact holds (one place)
+# Each fragment names its relationship variable; the queries splice them in with ``+`` (Cypher's own
+# braces rule out str.format).
+
+
+def _not_ended(r: str) -> str:
+    """The fact has no end, or ends after now: what a new value supersedes or contradicts."""
+    return f"({r}.valid_to IS NULL OR {r}.valid_to > datetime())"
+
+
+def _current(r: str) -> str:
+    """An accepted fact that has not ended: what the graph asserts now (checks, training)."""
+    return f"coalesce({r}.status, 'accepted') = 'accepted' AND {_not_ended(r)}"
+
+
+def _valid_at(r: str, at: str = "at") -> str:
+    """The fact's validity interval contains the instant ``at``."""
+    return f"({r}.valid_to IS NULL OR {r}.valid_to > {at}) AND ({r}.valid_from IS NULL OR {r}.valid_from <= {at})"
+
+
+def _servable(r: str) -> str:
+    """A fact the query path may use: its status among ``$statuses``, valid at ``at`` ($as_of or now)."""
+    return f"coalesce({r}.status, 'accepted') IN $statuses AND {_valid_at(r)}"
+
+
 # close the current facts of (subject, predicate) that another accepted value replaces
 SUPERSEDE = """
 UNWIND $facts AS f
 MATCH (s:Entity {kb: $kb, id: f.subject_id})-[r:FACT {predicate: f.predicate}]->()
-WHERE r.fact_id <> f.fact_id AND (r.valid_to IS NULL OR r.valid_to > datetime())
+WHERE r.fact_id <> f.fact_id AND """ + _not_ended("r") + """
 SET r.valid_to_before = r.valid_to
 SET r.valid_to = coalesce(f.valid_from, datetime()), r.superseded_by = f.fact_id
 RETURN count(r) AS closed
@@ -132,7 +157,7 @@ RETURN count(r) AS written
 CURRENT_FACTS = """
 UNWIND $pairs AS p
 MATCH (s:Entity {kb: $kb, key: p.key})-[r:FACT {predicate: p.predicate}]->(o:Entity)
-WHERE r.valid_to IS NULL OR r.valid_to > datetime()
+WHERE """ + _not_ended("r") + """
 RETURN p.key AS key, r.fact_id AS fact_id, s.name AS subject, s.id AS subject_id,
        r.predicate AS predicate, o.name AS object, o.id AS object_id, r.sources AS sources,
        r.confidence AS confidence, r.valid_from AS valid_from, r.valid_to AS valid_to
@@ -208,10 +233,7 @@ UNWIND $frontier AS id
 MATCH (n:Entity {kb: $kb, id: id})
 CALL (n, at) {
   MATCH (n)-[r:FACT]-()
-  WHERE r.kb = $kb AND NOT r.fact_id IN $seen
-    AND coalesce(r.status, 'accepted') IN $statuses
-    AND (r.valid_to IS NULL OR r.valid_to > at)
-    AND (r.valid_from IS NULL OR r.valid_from <= at)
+  WHERE r.kb = $kb AND NOT r.fact_id IN $seen AND """ + _servable("r") + """
   RETURN r
   LIMIT $per_node
 }
@@ -232,10 +254,7 @@ UNWIND $frontier AS id
 MATCH (n:Entity {kb: $kb, id: id})
 CALL (n, at) {
   MATCH (n)-[r:FACT]-(m:Entity)
-  WHERE r.kb = $kb
-    AND coalesce(r.status, 'accepted') IN $statuses
-    AND (r.valid_to IS NULL OR r.valid_to > at)
-    AND (r.valid_from IS NULL OR r.valid_from <= at)
+  WHERE r.kb = $kb AND """ + _servable("r") + """
     AND ($predicate IS NULL OR (r.predicate = $predicate AND (startNode(r) = n) = $outgoing))
   WITH r, m, startNode(r) = n AS outgoing
   ORDER BY m.name, r.fact_id
@@ -263,10 +282,7 @@ UNWIND $items AS item
 MATCH (n:Entity {kb: $kb, id: item.id})
 CALL (n, at) {
   MATCH (n)-[r:FACT]-()
-  WHERE r.kb = $kb
-    AND coalesce(r.status, 'accepted') IN $statuses
-    AND (r.valid_to IS NULL OR r.valid_to > at)
-    AND (r.valid_from IS NULL OR r.valid_from <= at)
+  WHERE r.kb = $kb AND """ + _servable("r") + """
   WITH r LIMIT $scan
   RETURN r.predicate AS predicate, startNode(r) = n AS forward, count(r) AS facts
 }
@@ -275,10 +291,7 @@ RETURN item.q AS q, item.id AS id, COUNT { (n)-[:FACT]-() } AS degree, predicate
 
 # what each direction of a guided hop keeps besides its predicates
 _GUIDED_KEEP = """
-      AND NOT r.fact_id IN $seen[item.q]
-      AND coalesce(r.status, 'accepted') IN $statuses
-      AND (r.valid_to IS NULL OR r.valid_to > at)
-      AND (r.valid_from IS NULL OR r.valid_from <= at)"""
+      AND NOT r.fact_id IN $seen[item.q] AND """ + _servable("r")
 
 # One hop of router-guided retrieval for many questions at once: each item is a frontier entity of
 # one question (``q``) with the predicates that hop may follow out of it (``fwd``: the entity is the
@@ -317,7 +330,7 @@ RETURN item.q AS q, item.id AS via,
 # one current fact of a kb, for a question that warms a new API process's models up
 SOME_FACT = """
 MATCH (s:Entity {kb: $kb})-[r:FACT]->()
-WHERE r.kb = $kb AND coalesce(r.status, 'accepted') = 'accepted' AND r.valid_to IS NULL
+WHERE r.kb = $kb AND """ + _current("r") + """
 RETURN s.name AS subject, r.predicate AS predicate
 LIMIT 1
 """
@@ -354,7 +367,7 @@ ENTITY_FACTS = """
 WITH coalesce($as_of, datetime()) AS at
 MATCH (n:Entity {kb: $kb, id: $id})-[r:FACT]-(m:Entity)
 WHERE r.kb = $kb
-  AND ($history OR ((r.valid_to IS NULL OR r.valid_to > at) AND (r.valid_from IS NULL OR r.valid_from <= at)))
+  AND ($history OR (""" + _valid_at("r") + """))
 WITH n, r, m, at
 ORDER BY r.predicate, m.name
 LIMIT $limit
@@ -362,7 +375,7 @@ RETURN r.fact_id AS fact_id, r.predicate AS predicate, coalesce(r.sources, []) A
        r.confidence AS confidence, r.valid_from AS valid_from, r.valid_to AS valid_to,
        r.recorded_at AS recorded_at, r.superseded_by AS superseded_by, coalesce(r.status, 'accepted') AS status,
        startNode(r) = n AS outgoing, m.id AS other_id, m.name AS other_name,
-       (r.valid_to IS NULL OR r.valid_to > at) AND (r.valid_from IS NULL OR r.valid_from <= at) AS valid_at
+       """ + _valid_at("r") + """ AS valid_at
 """
 
 # ---------------------------------------------------------------- reads (check stage, training)
@@ -372,7 +385,7 @@ ENTITY_TYPES = """
 UNWIND $keys AS key
 MATCH (e:Entity {kb: $kb, key: key})-[t:FACT]->(ty:Entity)
 WHERE t.kb = $kb AND t.predicate IN $type_predicates
-  AND coalesce(t.status, 'accepted') = 'accepted' AND (t.valid_to IS NULL OR t.valid_to > datetime())
+  AND """ + _current("t") + """
 RETURN key, collect(DISTINCT ty.key) AS types
 """
 
@@ -381,11 +394,11 @@ RETURN key, collect(DISTINCT ty.key) AS types
 TYPE_DOMAIN_COUNTS = """
 MATCH (e:Entity)-[t:FACT]->(ty:Entity)
 WHERE t.predicate IN $type_predicates AND t.kb = $kb
-  AND coalesce(t.status, 'accepted') = 'accepted' AND (t.valid_to IS NULL OR t.valid_to > datetime())
+  AND """ + _current("t") + """
 WITH e, collect(DISTINCT ty.key) AS types
 MATCH (e)-[r:FACT]->(:Entity)
 WHERE r.kb = $kb AND NOT r.predicate IN $type_predicates
-  AND coalesce(r.status, 'accepted') = 'accepted' AND (r.valid_to IS NULL OR r.valid_to > datetime())
+  AND """ + _current("r") + """
 UNWIND types AS type
 RETURN r.predicate AS predicate, type, count(*) AS n
 """
@@ -394,11 +407,11 @@ RETURN r.predicate AS predicate, type, count(*) AS n
 TYPE_RANGE_COUNTS = """
 MATCH (e:Entity)-[t:FACT]->(ty:Entity)
 WHERE t.predicate IN $type_predicates AND t.kb = $kb
-  AND coalesce(t.status, 'accepted') = 'accepted' AND (t.valid_to IS NULL OR t.valid_to > datetime())
+  AND """ + _current("t") + """
 WITH e, collect(DISTINCT ty.key) AS types
 MATCH (:Entity)-[r:FACT]->(e)
 WHERE r.kb = $kb AND NOT r.predicate IN $type_predicates
-  AND coalesce(r.status, 'accepted') = 'accepted' AND (r.valid_to IS NULL OR r.valid_to > datetime())
+  AND """ + _current("r") + """
 UNWIND types AS type
 RETURN r.predicate AS predicate, type, count(*) AS n
 """
@@ -407,7 +420,7 @@ RETURN r.predicate AS predicate, type, count(*) AS n
 ACCEPTED_TRIPLES = """
 MATCH (s:Entity)-[r:FACT]->(o:Entity)
 WHERE r.kb = $kb AND r.fact_id > $after
-  AND coalesce(r.status, 'accepted') = 'accepted' AND (r.valid_to IS NULL OR r.valid_to > datetime())
+  AND """ + _current("r") + """
 RETURN r.fact_id AS fact_id, s.name AS subject, r.predicate AS predicate, o.name AS object
 ORDER BY r.fact_id
 LIMIT $limit
