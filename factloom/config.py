@@ -160,6 +160,10 @@ class Settings(BaseSettings):
     query_max_edges: int = 5000
     # learned | baseline | auto (learned when a reasoner is registered for the kb, else baseline)
     query_reasoner: str = "auto"
+    # how the path-ranking baseline words a relation walked backwards, per kb: "movies with directed
+    # by" for the demo's MetaQA movie graph; a kb not listed gets the baseline's own "things with …"
+    query_inverse_templates: dict[str, str] = Field(
+        default_factory=lambda: {DEFAULT_KB: "movies with {}", "metaqa": "movies with {}"})
     # auto (bf16/fp16 per operation where it agrees with fp32 and runs faster, else fp32) | fp32 | bf16 | fp16
     query_precision: str = "auto"
     query_batch_max: int = 16  # most questions one model call serves
@@ -202,6 +206,10 @@ class Settings(BaseSettings):
     # MetaQA training questions per hop set posted as answer feedback on the demo kb (its learned models)
     demo_feedback_questions: int = 500
     demo_kb_path: Path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "metaqa" / "kb.txt"
+
+    def inverse_template(self, kb: str) -> str | None:
+        """The path-ranking baseline's wording of an inverse hop in ``kb`` (``{}``: the relation), if set."""
+        return self.query_inverse_templates.get(kb)
 
     @property
     def sql_url(self) -> str:

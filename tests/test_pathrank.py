@@ -35,7 +35,8 @@ def _graph(seed: str) -> Subgraph:
 
 @pytest.fixture(scope="module")
 def reasoner() -> PathRankReasoner:
-    return PathRankReasoner(Embedder(None, device="cpu").encode)
+    # a movie graph: an inverse hop reads "movies with directed by", as the demo kb's setting says
+    return PathRankReasoner(Embedder(None, device="cpu").encode, inverse_template="movies with {}")
 
 
 def test_one_hop(reasoner: PathRankReasoner) -> None:
@@ -92,3 +93,15 @@ def test_who_directed_prefers_one_hop(reasoner: PathRankReasoner) -> None:
     answers = reasoner.answer("who directed [Blade Runner]", graph, top_k=3, max_hops=3)
     assert answers[0].name == "Ridley Scott"
     assert len(answers[0].paths[0]) == 1
+
+
+def test_an_inverse_hop_is_worded_with_the_kbs_own_noun() -> None:
+    from factloom.config import Settings
+    from factloom.model.pathrank import hop_text
+
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert settings.inverse_template("default") == "movies with {}"  # the demo's movie graph
+    assert settings.inverse_template("pq-2h") is None  # any other kb: the baseline's generic wording
+    assert hop_text("directed_by", False) == "things with directed by"
+    assert hop_text("directed_by", False, "movies with {}") == "movies with directed by"
+    assert hop_text("directed_by", True) == "directed by"

@@ -21,7 +21,7 @@ import numpy.typing as npt
 from factloom.graph.mentions import strip_mentions
 from factloom.graph.types import Edge, Subgraph
 
-__all__ = ["PathRankReasoner", "Answer", "PathStep", "signature_text", "hop_text"]
+__all__ = ["PathRankReasoner", "Answer", "PathStep", "signature_text", "hop_text", "GENERIC_INVERSE"]
 
 Encode = Callable[[list[str]], npt.NDArray[np.float32]]
 # one hop of a signature: (predicate, True when walked in the stored direction)
@@ -51,20 +51,24 @@ def _humanise(predicate: str) -> str:
     return re.sub(r"[_\s]+", " ", predicate).strip().lower()
 
 
-def hop_text(predicate: str, forward: bool, inverse_template: str = "movies with {}") -> str:
+GENERIC_INVERSE = "things with {}"
+
+
+def hop_text(predicate: str, forward: bool, inverse_template: str = GENERIC_INVERSE) -> str:
     """How a question words one hop, read from the entity it starts at.
 
     Forward, the hop names the other end as an attribute ("starred actors", "release year").
     Inverse, it names the things that point here; MiniLM tells "movies with directed by" from
     "directed by" far better than a bare "(inverse)" tag or a generic "things with" (on MetaQA dev,
-    1-hop hits@1 0.54 against 0.24 and 0.24). The noun is the knowledge base's typical subject,
-    films for the demo graph; other graphs pass their own template.
+    1-hop hits@1 0.54 against 0.24 and 0.24). The noun is the knowledge base's typical subject, set
+    per kb by the caller ("movies with {}" for the demo's movie graph); the generic wording is the
+    fallback for a graph whose subjects have no common noun.
     """
     words = _humanise(predicate)
     return words if forward else inverse_template.format(words)
 
 
-def signature_text(signature: tuple[Hop, ...], inverse_template: str = "movies with {}") -> str:
+def signature_text(signature: tuple[Hop, ...], inverse_template: str = GENERIC_INVERSE) -> str:
     """The words a question would use for a whole signature, read from the seed outwards."""
     return ", then ".join(hop_text(p, f, inverse_template) for p, f in signature)
 
@@ -103,7 +107,7 @@ class PathRankReasoner:
     version = "pathrank-baseline-2"
 
     def __init__(
-        self, encode: Encode, *, length_penalty: float = 0.15, inverse_template: str = "movies with {}",
+        self, encode: Encode, *, length_penalty: float = 0.15, inverse_template: str = GENERIC_INVERSE,
         max_states: int = 200_000, paths_per_state: int = 3, hop_weight: float = 0.75,
         word_weight: float = 1.5, relation_word_threshold: float = 0.6,
     ) -> None:

@@ -35,10 +35,13 @@ _CONSISTENCY_RULES = {"functional": "value_clash", "self_loop": "self_loop", "da
 _DOUBT = 0.5  # a verifier below this speaks against the fact
 
 
-class _Result(Protocol):
-    verifier: str
-    probability: float | None
-    details: dict[str, Any]
+class _Result(Protocol):  # a VerifierResult, or a stored CheckResult row
+    @property
+    def verifier(self) -> str: ...
+    @property
+    def probability(self) -> float | None: ...
+    @property
+    def details(self) -> dict[str, Any] | None: ...
 
 
 def review_reason(results: Sequence[_Result]) -> str:

@@ -121,6 +121,7 @@ def ask(
                 top_k=max(1, min(top_k, 20)), max_hops=hops if 1 <= hops <= 3 else None, as_of=parse_as_of(as_of),
                 hops_limit=settings.query_max_hops, max_edges=settings.query_max_edges, engine=engine,
                 default_reasoner=settings.query_reasoner, verbaliser=get_verbaliser(settings),
+                inverse_template=settings.inverse_template(kb),
             )
         except PlatformError as exc:
             error = exc.detail

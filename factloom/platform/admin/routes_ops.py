@@ -102,7 +102,7 @@ def serving_now(db: Database, kbs: Sequence[str], settings: Settings) -> list[tu
     """(kb, kind, active version or None, what serves) for every kb and kind: a baseline where nothing
     learned is active."""
     active = active_versions(db, BASELINES)
-    rule = {"rule": VerdictRule.version, "accept": settings.accept_threshold, "reject": settings.reject_threshold}
+    rule = {"rule": VerdictRule().version, "accept": settings.accept_threshold, "reject": settings.reject_threshold}
     out = []
     for kb in kbs:
         for kind, baseline in BASELINES.items():

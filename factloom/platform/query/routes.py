@@ -28,6 +28,7 @@ def post_query(body: QueryIn, principal: QueryKey, resources: ResourcesDep) -> R
         hops_limit=settings.query_max_hops, max_edges=settings.query_max_edges,
         engine=engine, reasoner=body.reasoner, default_reasoner=settings.query_reasoner,
         include_subgraph=body.include_subgraph, verbaliser=get_verbaliser(settings), client_id=principal.key_id,
+        inverse_template=settings.inverse_template(body.kb),
     )
     # serialised here, on the request's thread: a returned model would be validated a second time
     # and dumped on one more thread-pool hop (FastAPI does both for a plain ``def`` route)

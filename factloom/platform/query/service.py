@@ -22,7 +22,7 @@ from factloom.learn.serving import Recorder, in_ab
 from factloom.ledger import active_versions
 from factloom.model.batching import Overloaded
 from factloom.model.embedder import Embedder
-from factloom.model.pathrank import Answer, PathRankReasoner
+from factloom.model.pathrank import GENERIC_INVERSE, Answer, PathRankReasoner
 from factloom.model.verbaliser import Verbaliser
 from factloom.platform.errors import BadRequest, Conflict, NotFound, TooManyRequests, Unavailable
 from factloom.platform.query.engine import QueryEngine, get_engine
@@ -50,6 +50,7 @@ def answer(
     max_hops: int | None, as_of: datetime | None, hops_limit: int, max_edges: int,
     engine: QueryEngine | None = None, reasoner: str | None = None, default_reasoner: str = "auto",
     include_subgraph: bool = False, verbaliser: Verbaliser | None = None, client_id: str | None = None,
+    inverse_template: str | None = None,
 ) -> QueryOut:
     """Answer ``question`` over ``kb``; no linked entity is a normal, empty answer with a note, unless
     ``kb`` holds no entity at all (:class:`NotFound`: most likely a misspelt name).
@@ -81,7 +82,9 @@ def answer(
                               f"another version ('factloom models activate') or ask with reasoner=baseline")
         raise Conflict(f"no learned reasoner is registered for kb {kb!r}; train one with "
                        f"'factloom train reasoner' or ask with reasoner=baseline")
-    baseline = PathRankReasoner(embedder.encode) if loaded is None else None
+    # the baseline words an inverse hop with the kb's own noun where one is set ("movies with …")
+    baseline = None if loaded is not None else PathRankReasoner(
+        embedder.encode, inverse_template=inverse_template or GENERIC_INVERSE)
     versions = ModelVersions(
         embedder=embedder.version,
         reasoner=loaded.reasoner_version if loaded else PathRankReasoner.version,
