@@ -158,7 +158,7 @@ def _review_labels(db: Database, kb: str, since: datetime | None, until: datetim
             .join(ReviewDecision, ReviewDecision.submission_id == FactSubmission.id)
             .where(*where).order_by(ReviewDecision.created_at)
         ).all()
-    latest = {sid: (p, d) for sid, p, d in rows}
+    latest = {sid: (float(p), d) for sid, p, d in rows if p is not None}
     return ([score_of(p) for p, _ in latest.values()],
             [1 if d in DECISIONS_THAT_HOLD else 0 for _, d in latest.values()])
 

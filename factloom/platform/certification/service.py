@@ -14,7 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, func, select, update
 
 from factloom.ledger import AuditEvent, AuditSample, Database, FactSubmission, ReviewDecision, Status
 from factloom.ledger.tables import AUDIT_LABELS, utcnow
@@ -46,7 +46,7 @@ class BlindItem:
 
 def next_item(*, db: Database, kb: str | None = None, skip: Collection[int] = ()) -> BlindItem | None:
     """The oldest unlabelled sample (of ``kb``, else of any kb), leaving out the ones in ``skip``."""
-    where = [AuditSample.label.is_(None)]
+    where: list[ColumnElement[bool]] = [AuditSample.label.is_(None)]
     if kb:
         where.append(AuditSample.kb == kb)
     if skip:
