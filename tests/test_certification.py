@@ -378,3 +378,45 @@ def test_the_certification_page_and_the_metrics_show_the_same_figures(client: Te
     assert shown["automation"] == f"{metric('factloom_automation_ratio'):.4f}"
     assert int(shown["backlog"]) == metric("factloom_audit_backlog") == runs["backlog"]
     assert runs["backlog"] == audit.backlog(db=db, kb="films")
+
+
+def test_a_learned_fusion_starts_from_its_validation_facts_and_its_recertified_version_wraps_it(
+        ledger: Database, tmp_path: Path) -> None:
+    from factloom.learn.certification import save_validation
+    from factloom.ledger import register_version
+    from factloom.verify.fuse_model import LearnedFusion
+
+    rng = np.random.default_rng(4)
+    p = rng.uniform(0.01, 0.99, 6000)
+    y = (rng.random(6000) < 1 / (1 + np.exp(-12 * (p - 0.5)))).astype(int)
+    rows = [[VerifierResult("a", float(x), "")] for x in p]
+    fusion = LearnedFusion(["a"], method="logistic", target=0.01, seed=0).fit(rows, y.tolist())
+    artefact = fusion.save(tmp_path / "fusion-learned")
+    raw, held = fusion.held_out  # type: ignore[misc]
+    save_validation(artefact, fusion.calibrator.predict(raw.tolist()), held)  # type: ignore[union-attr]
+    base = register_version(ledger, kind="fusion", kb="kb", artefact=artefact, metrics={})
+    _submissions(ledger, "kb", [{"id": "x" * 32, "probability": 0.5, "status": Status.committed}])
+    out = recertify(ledger, kb="kb", config=_config(tmp_path, target=0.05))
+    assert any(e.startswith(f"started from {len(held)} validation facts") for e in out["events"])
+    row = active_version(ledger, kind="fusion", kb="kb")
+    # 0.01 certifies nothing on the validation facts (nothing auto-accepted); the live target 0.05 does
+    assert fusion.accept is None and out["accept"] is not None
+    assert row is not None and row.id != base and row.parent == base
+    assert row.metrics is not None and row.metrics["base"] == str(artefact)
+    live = load_fusion(Path(row.artefact), row.id)
+    assert live.learned and live.version == row.id
+    probe = [[VerifierResult("a", float(x), "")] for x in np.linspace(0.5, 0.99, 200)]
+    before = [f.verdict for f in fusion.fuse_many(probe)]
+    after = [f.verdict for f in live.fuse_many(probe)]
+    assert sum(v is Verdict.accept for v in after) > sum(v is Verdict.accept for v in before)
+    assert [f.probability for f in live.fuse_many(probe)] == [f.probability for f in fusion.fuse_many(probe)]
+
+
+def test_the_beat_runs_the_recertification_and_its_config_follows_the_settings() -> None:
+    from factloom.workers.app import make_app
+
+    schedule = make_app("redis://127.0.0.1:9/0", 30.0, certify_every_s=120.0).conf.beat_schedule
+    assert schedule["recertify-thresholds"] == {"task": "factloom.learn.recertify", "schedule": 120.0}
+    settings = Settings(_env_file=None, certification_target=0.02, certification_alpha=0.1)  # type: ignore[call-arg]
+    config = CertificationConfig.of(settings)
+    assert (config.target, config.reject_target, config.alpha) == (0.02, 0.02, 0.1)
