@@ -42,6 +42,7 @@ from factloom.verify import Claim, Verdict, VerifierResult
 from factloom.verify.fusion import Fused, VerdictRule
 from factloom.workers.context import load_fusion
 from factloom.workers.pipeline import _audit_samples
+from factloom.workers.verifiers import Checkers
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -224,6 +225,10 @@ def test_recertification_registers_a_fusion_version_whose_thresholds_change_verd
     assert fusion.fuse(results).verdict is Verdict.accept  # the new threshold decides what the old did not
     assert fusion.fuse_many([[VerifierResult("consistency", None, "abstained")]])[0].verdict is Verdict.review
     assert fusion.learned is False  # over the min rule: the scorer stays floored
+    checkers = Checkers([], fusion, {"fusion": row.id})
+    recorded = checkers.thresholds()  # what each fusion check result records: thresholds and the bounds
+    assert recorded["accept"] == out["accept"] and recorded["certificate"]["live"] is True
+    assert recorded["certificate"]["accept_bound"] == row.metrics["certificate"]["accept"]["bound"]
     # nothing new: the next run keeps the version
     again = recertify(ledger, kb="kb", config=config, now=T0 + timedelta(hours=2))
     assert again["accept"] == out["accept"] and active_version(ledger, kind="fusion", kb="kb").id == row.id  # type: ignore

@@ -46,11 +46,21 @@ class CertifiedFusion:
         if accept is not None and reject is not None and reject >= accept:
             raise ValueError(f"need reject < accept, got {reject}, {accept}")
         self.base, self.accept, self.reject = base, accept, reject
-        self.certificate = certificate
+        self.live_certificate = certificate
         self.version, self.learned, self.base_artefact = version, learned, base_artefact
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(accept={self.accept}, reject={self.reject}, version={self.version!r})"
+
+    @property
+    def certificate(self) -> dict[str, Any] | None:
+        """What each check result records beside the thresholds: the bounds and the look, not the whole
+        certificate (that is in the artefact and the version's metrics)."""
+        cert = self.live_certificate
+        if cert is None:
+            return None
+        return {"live": True, "look": cert.get("look"), "target": cert.get("target"),
+                **{f"{side}_bound": (cert.get(side) or {}).get("bound") for side in ("accept", "reject")}}
 
     def fuse(self, results: Sequence[VerifierResult]) -> Fused:
         return self.fuse_many([results])[0]
@@ -74,7 +84,7 @@ class CertifiedFusion:
     def save(self, directory: Path) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
         meta = {"format": CERTIFIED_FORMAT, "base": self.base_artefact, "accept": self.accept,
-                "reject": self.reject, "certificate": self.certificate}
+                "reject": self.reject, "certificate": self.live_certificate}
         (directory / CERTIFIED_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n", encoding="utf-8")
         return directory
 
