@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import or_, select, update
+from sqlalchemy import or_, select
 
 from factloom.graph import Neo4jStore, StoredFact, fact_id_for
 from factloom.graph.explore import Neighbourhood, neighbourhood
@@ -180,13 +180,8 @@ def correct(
             raise BadRequest("the corrected claim is the same as the submitted one; accept it instead")
         if row.status is not Status.needs_review:
             raise Conflict(f"submission {submission_id} is {row.status.value}, not waiting for review")
-        changed = session.execute(  # type: ignore[attr-defined]
-            update(FactSubmission)
-            .where(FactSubmission.id == submission_id, FactSubmission.status == Status.needs_review)
-            .values(status=Status.rejected, verdict_reason="review: corrected" + (f" ({reason})" if reason else ""))
-        ).rowcount
-        if not changed:
-            raise Conflict(f"submission {submission_id} was decided concurrently")
+        review.move(session, submission_id, [Status.needs_review], status=Status.rejected,
+                    verdict_reason="review: corrected" + (f" ({reason})" if reason else ""))
         fixed = FactSubmission(
             id=new_id(), batch_id=row.batch_id, kb=row.kb, key=f"c:{submission_id}",
             fact_id=fact_id_for(row.kb, fact.subject, fact.predicate, fact.object),
@@ -262,8 +257,11 @@ def keep_one(
 
 def undo_between(*, db: Database, store: Neo4jStore, actor: str, start: float, end: float,
                  within_s: float) -> BulkResult:
-    """Undo the decisions ``actor`` took between the UNIX times ``start`` and ``end`` (one click's)."""
-    since, until = (datetime.fromtimestamp(t, timezone.utc) for t in (start - 0.5, end + 0.5))
+    """Undo the decisions ``actor`` took between the UNIX times ``start`` and ``end`` (one click's).
+
+    The decisions' times are stamped by this process's clock, inside that window; the 10 ms margin
+    only absorbs the float round trip through the form."""
+    since, until = (datetime.fromtimestamp(t, timezone.utc) for t in (start - 0.01, end + 0.01))
     with db.session() as session:
         ids = list(dict.fromkeys(session.scalars(
             select(ReviewDecision.submission_id).join(FactSubmission, FactSubmission.id == ReviewDecision.submission_id)

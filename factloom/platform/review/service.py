@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
@@ -15,7 +16,7 @@ from factloom.ledger.tables import utcnow
 from factloom.platform.errors import BadRequest, Conflict, NotFound
 from factloom.verify.reasons import review_reason
 
-__all__ = ["list_submissions", "kb_of", "decide", "reopen", "DECISIONS", "DECIDED", "SECOND_OPINION",
+__all__ = ["list_submissions", "kb_of", "decide", "reopen", "move", "DECISIONS", "DECIDED", "SECOND_OPINION",
            "DISAGREEMENT"]
 
 log = logging.getLogger(__name__)
@@ -100,15 +101,9 @@ def decide(
         given = list(session.scalars(select(ReviewDecision).where(ReviewDecision.submission_id == submission_id)))
         outcome = _opinion_outcome(row, given, decision, reviewer, 2 if row.kb in second_opinion_kbs else 1, settles)
         if outcome is not None:  # an opinion recorded; the item keeps waiting
-            # the conditional update makes two reviewers giving opinions at once come out in order
-            changed = session.execute(  # type: ignore[attr-defined]
-                update(FactSubmission).where(FactSubmission.id == submission_id,
-                                             FactSubmission.updated_at == row.updated_at,
-                                             FactSubmission.status.in_(list(REVIEWABLE)))
-                .values(updated_at=utcnow(), review_reason=outcome)
-            ).rowcount
-            if not changed:
-                raise Conflict(f"submission {submission_id} was decided concurrently; reload it")
+            # two reviewers giving opinions at once come out in order
+            move(session, submission_id, REVIEWABLE, unchanged_since=row.updated_at, updated_at=utcnow(),
+                 review_reason=outcome)
             session.add(ReviewDecision(submission_id=submission_id, decision=decision, reason=reason,
                                        reviewer=reviewer))
             session.add(AuditEvent(actor=reviewer, action="review.opinion", target=submission_id,
@@ -116,15 +111,9 @@ def decide(
                                             "outcome": outcome}))
             return Status.needs_review
         in_graph = row.committed_at is not None and new_status is Status.rejected
-        # the conditional update makes two reviewers deciding at once come out as one decision
-        changed = session.execute(  # type: ignore[attr-defined]
-            update(FactSubmission)
-            .where(FactSubmission.id == submission_id, FactSubmission.status.in_(list(REVIEWABLE)))
-            .values(status=new_status, verdict_reason=f"review: {decision}" + (f" ({reason})" if reason else ""),
-                    **({"committed_at": None} if in_graph else {}))
-        ).rowcount
-        if not changed:
-            raise Conflict(f"submission {submission_id} was decided concurrently")
+        move(session, submission_id, REVIEWABLE, status=new_status,
+             verdict_reason=f"review: {decision}" + (f" ({reason})" if reason else ""),
+             **({"committed_at": None} if in_graph else {}))
         session.add(ReviewDecision(submission_id=submission_id, decision=decision, reason=reason, reviewer=reviewer))
         session.add(
             AuditEvent(actor=reviewer, action=f"review.{decision}", target=submission_id,
@@ -155,6 +144,21 @@ def _retract(db: Database, store: Neo4jStore | None, submission_id: str) -> None
         enqueue_retract([submission_id])
     except Exception:
         log.exception("could not enqueue the retraction of %s", submission_id)
+
+
+def move(
+    session: Session, submission_id: str, allowed: Collection[Status], *, unchanged_since: datetime | None = None,
+    **values: Any,
+) -> None:
+    """Write ``values`` to the submission if its status is still one of ``allowed`` (and, given
+    ``unchanged_since``, nothing touched it since): the one guard that makes two people deciding at
+    once come out as one decision, whatever page or API they decide from. :class:`Conflict` otherwise."""
+    where = [FactSubmission.id == submission_id, FactSubmission.status.in_(list(allowed))]
+    if unchanged_since is not None:
+        where.append(FactSubmission.updated_at == unchanged_since)
+    changed = session.execute(update(FactSubmission).where(*where).values(**values)).rowcount  # type: ignore[attr-defined]
+    if not changed:
+        raise Conflict(f"submission {submission_id} was decided by someone else meanwhile; reload it")
 
 
 def _withdraw_opinion(session: Session, row: FactSubmission, opinion: ReviewDecision, actor: str) -> None:
@@ -224,12 +228,7 @@ def reopen(
         was = row.status
         fused = session.scalar(select(CheckResult.explanation).where(
             CheckResult.submission_id == submission_id, CheckResult.verifier == "fusion"))
-        changed = session.execute(  # type: ignore[attr-defined]
-            update(FactSubmission).where(FactSubmission.id == submission_id, FactSubmission.status == was)
-            .values(status=Status.needs_review, verdict_reason=fused, committed_at=None)
-        ).rowcount
-        if not changed:
-            raise Conflict(f"submission {submission_id} changed meanwhile; reload it")
+        move(session, submission_id, [was], status=Status.needs_review, verdict_reason=fused, committed_at=None)
         # what may have reached the graph: a rejected claim never did
         in_graph = [i for i, status in [(submission_id, was), *((c.id, c.status) for c in corrections)]
                     if status is not Status.rejected]
