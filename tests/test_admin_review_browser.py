@@ -154,7 +154,7 @@ def test_batches_narrow_to_the_kb_with_axes_and_models_name_the_baseline(
     reviewer.close()
     page = sign_in(browser, settings, "day-admin", "day-admin-pw", f"/admin/batches?kb={KB}")
     cards = page.locator(".stats").inner_text().lower()  # the labels are set in capitals
-    assert "waiting for review" in cards and "oldest waiting item" in cards
+    assert "waiting for review" in cards and "oldest waiting" in cards
     assert set(page.locator("#batches tbody td:nth-child(2)").all_inner_texts()) == {KB}
     chart = page.locator("#minute-chart svg")
     assert chart.locator("text:has-text('facts / min')").count() == 1

@@ -110,8 +110,8 @@ class ReviewerRow:
     reviewer: str
     decisions: int
     hours: int  # distinct clock hours with a decision: the hours this reviewer worked
-    agreeing: int  # decisions on the side the fusion leaned to (probability >= 0.5: holds)
-    judged: int  # decisions on items with a fused probability
+    agreeing: int  # decisions on the side the fusion leaned to (probability above 0.5: holds)
+    judged: int  # decisions on items where the fusion leaned one way (a probability other than 0.5)
 
     @property
     def per_hour(self) -> float:
@@ -137,9 +137,9 @@ def reviewers(*, db: Database, kb: str = "", now: datetime | None = None, days: 
             row = stats.setdefault(reviewer, {"n": 0, "hours": set(), "agree": 0, "judged": 0})
             row["n"] += 1
             row["hours"].add(at.replace(minute=0, second=0, microsecond=0))
-            if probability is not None:
+            if probability is not None and probability != 0.5:  # at 0.5 the fusion leaned neither way
                 row["judged"] += 1
-                row["agree"] += (decision in DECISIONS_THAT_HOLD) == (probability >= 0.5)
+                row["agree"] += (decision in DECISIONS_THAT_HOLD) == (probability > 0.5)
     return sorted((ReviewerRow(r, v["n"], len(v["hours"]), v["agree"], v["judged"]) for r, v in stats.items()),
                   key=lambda r: -r.decisions)
 

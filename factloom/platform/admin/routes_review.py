@@ -77,7 +77,7 @@ def item_page(submission_id: str, request: Request, me: Reviewer, resources: Res
     image = _image_of(item.row.id, item.row.evidence)
     return render(request, "item.html", item=item, row=item.row, chart=chart, conflicting=conflicting,
                   elements=elements, graph_note=graph_note, prev_id=prev_id, next_id=next_id,
-                  back=filters.query(), image=image)
+                  back=filters.query(), image=image, reasons=REVIEW_REASONS)
 
 
 def _threshold(fusion: review.Check | None, name: str) -> float | None:

@@ -167,7 +167,7 @@ def verifier_chart(
     return Markup("".join(parts))  # noqa: S704 - numbers and escape()d names only
 
 
-def minute_chart(values: Sequence[int], *, width: int = 720, height: int = 160) -> Markup:
+def minute_chart(values: Sequence[int], *, width: int = 1120, height: int = 160) -> Markup:
     """Bars of a per-minute series (oldest first, the last the current minute) with both axes:
     facts per minute up the left, minutes ago along the bottom."""
     if not values:
