@@ -252,6 +252,13 @@ def plot(curve_sets: dict[str, Any], png: Path) -> None:
     print(f"wrote {png}")
 
 
+# the settings the figures in docs/reasoning.md come from: `factloom bench kgqa --dataset D` reproduces them
+DATASET_DEFAULTS: dict[str, dict[str, Any]] = {
+    "pathquestion": {"epochs": 25, "sample": 200},
+    "metaqa": {"epochs": 20, "sample": 100},
+}
+
+
 def main() -> None:
     import argparse
 
@@ -259,15 +266,17 @@ def main() -> None:
     p.add_argument("--dataset", choices=["pathquestion", "metaqa"], default="pathquestion")
     p.add_argument("--data-dir", type=Path)
     p.add_argument("--split", choices=["dev", "test"], default="dev")
-    p.add_argument("--sample", type=int, help="seeded random sample of each question set")
-    p.add_argument("--train-sample", type=int, help="at most this many training questions per set")
+    p.add_argument("--sample", type=int, help="seeded random sample of each question set "
+                   "(default per dataset: 200 PathQuestion, 100 MetaQA; 0: every question)")
+    p.add_argument("--train-sample", type=int, default=2000,
+                   help="at most this many training questions per set (0: every one)")
     p.add_argument("--reasoner", choices=["learned", "baseline"], default="learned")
     p.add_argument("--sets", help="comma-separated subset of the question sets")
     p.add_argument("--clients", type=int, default=8)
-    p.add_argument("--latency-questions", type=int, default=200)
-    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--latency-questions", type=int, default=100)
+    p.add_argument("--epochs", type=int, help="training epochs (default per dataset: 25 PathQuestion, 20 MetaQA)")
     p.add_argument("--retrain", action="store_true", help="train even when a version is registered")
-    p.add_argument("--accept-review", action="store_true",
+    p.add_argument("--accept-review", action=argparse.BooleanOptionalAction, default=True,
                    help="accept the KB lines the check stage left for review (PQL's self-loops) before asking")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1,
@@ -275,6 +284,11 @@ def main() -> None:
                         "spinning threads cost more than they give)")
     p.add_argument("--out", type=Path)
     args = p.parse_args()
+    for key, value in DATASET_DEFAULTS[args.dataset].items():  # the recommended settings, unless given
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    args.sample = args.sample or None
+    args.train_sample = args.train_sample or None
     import torch
 
     torch.set_num_threads(args.threads)
