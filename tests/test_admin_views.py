@@ -20,6 +20,7 @@ from sqlalchemy import insert
 
 from factloom.config import Settings
 from factloom.ledger import Database, FactSubmission, IngestBatch, ReviewDecision, Status
+from factloom.platform.admin import groups
 from factloom.platform.admin import queue as q
 from factloom.platform.admin.auth import role_allows
 from factloom.platform.admin.routes_auth import safe_next
@@ -534,15 +535,15 @@ def test_the_queue_says_why_groups_rivals_searches_and_counts_positions(tmp_path
              "created_at": start + timedelta(minutes=i), "updated_at": start, "probability": 0.5}
             for i, (s, p, o, why) in enumerate(claims)])
     everything = q.QueueFilters(kb="why")
-    assert [(g.reason, g.waiting, g.text) for g in q.reason_groups(db=db, filters=everything)] == [
+    assert [(g.reason, g.waiting, g.text) for g in groups.reason_groups(db=db, filters=everything)] == [
         ("value_clash", 3, "value clash"), ("low_plausibility", 1, "low plausibility"), ("self_loop", 1, "self-loop")]
     clashes = q.list_queue(db=db, filters=q.QueueFilters(kb="why", reason="value_clash"), limit=2)
     assert [r.why_text for r in clashes.rows] == ["value clash"] * 2 and clashes.position == "1–2 of 3"
     rest = q.list_queue(db=db, filters=q.QueueFilters(kb="why", reason="value_clash"), limit=2,
                         after=clashes.next_cursor)
     assert rest.position == "3–3 of 3" and rest.rows[0].object == "2049"
-    groups, contested = q.claim_groups(db=db, filters=everything)
-    assert contested == 1 and [(g.subject, g.predicate, g.waiting, [v for _, v in g.values]) for g in groups] == [
+    rivals, contested = groups.claim_groups(db=db, filters=everything)
+    assert contested == 1 and [(g.subject, g.predicate, g.waiting, [v for _, v in g.values]) for g in rivals] == [
         ("Blade Runner", "release_year", 3, ["1982", "1999", "2049"])]
     search = q.list_queue(db=db, filters=q.QueueFilters(kb="why", search="BLADE"), limit=10)
     assert search.matching == 3

@@ -25,8 +25,7 @@ from factloom.verify.reasons import REVIEW_REASONS
 
 __all__ = [
     "SORTS", "AGES", "QueueFilters", "QueueRow", "QueuePage", "QueueCounts", "parse_filters",
-    "encode_cursor", "decode_cursor", "list_queue", "queue_counts", "neighbours", "facets", "GROUPS",
-    "ReasonGroup", "ClaimGroup", "reason_groups", "claim_groups",
+    "encode_cursor", "decode_cursor", "list_queue", "queue_counts", "neighbours", "facets", "GROUPS", "conditions",
 ]
 
 SORTS: dict[str, str] = {
@@ -203,7 +202,8 @@ def _sort_value(sort: str) -> ColumnElement[Any]:
     return func.coalesce(FactSubmission.probability, -1.0)
 
 
-def _where(filters: QueueFilters, now: datetime) -> list[ColumnElement[bool]]:
+def conditions(filters: QueueFilters, now: datetime) -> list[ColumnElement[bool]]:
+    """The SQL conditions of the waiting items the filters match."""
     where: list[ColumnElement[bool]] = [FactSubmission.status == Status.needs_review]
     if filters.kb:
         where.append(FactSubmission.kb == filters.kb)
@@ -265,7 +265,7 @@ def list_queue(
     """One page of the queue in the filters' order, after the cursor ``after`` (or before ``before``)."""
     limit = max(1, min(limit, MAX_PAGE))
     now = now or datetime.now(timezone.utc)
-    where = _where(filters, now)
+    where = conditions(filters, now)
     forward = before is None
     cursor = decode_cursor(before if before is not None else after or "", filters.sort)
     with db.session() as session:
@@ -324,7 +324,7 @@ def neighbours(
         if row is None:
             return None, None
         value = _sort_key(filters.sort, row)
-        where = _where(filters, now)
+        where = conditions(filters, now)
         found: list[str | None] = []
         for forward in (False, True):
             found.append(session.scalar(
@@ -366,62 +366,3 @@ def facets(*, db: Database, kb: str = "", limit: int = 50) -> dict[str, list[tup
             )
             out[name] = [(str(v), int(c)) for v, c in rows]
     return out
-
-
-# ---------------------------------------------------------------- groups
-
-@dataclass(frozen=True, slots=True)
-class ReasonGroup:
-    reason: str
-    waiting: int
-
-    @property
-    def text(self) -> str:
-        return REVIEW_REASONS.get(self.reason, "not recorded")
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimGroup:
-    """Rival values of one (subject, predicate) waiting together, decided together."""
-
-    kb: str
-    subject: str
-    predicate: str
-    waiting: int
-    values: list[tuple[str, str]]  # (submission id, object), oldest first, at most ten
-
-
-def reason_groups(*, db: Database, filters: QueueFilters, now: datetime | None = None) -> list[ReasonGroup]:
-    """How many waiting items (under the filters) each reason has, the largest group first."""
-    where = _where(filters, now or datetime.now(timezone.utc))
-    n = func.count().label("n")
-    with db.session() as session:
-        rows = session.execute(select(FactSubmission.review_reason, n).where(*where)
-                               .group_by(FactSubmission.review_reason).order_by(n.desc(), FactSubmission.review_reason))
-        return [ReasonGroup(reason or "", int(count)) for reason, count in rows]
-
-
-def claim_groups(
-    *, db: Database, filters: QueueFilters, limit: int = 50, now: datetime | None = None,
-) -> tuple[list[ClaimGroup], int]:
-    """The (subject, predicate) pairs with two or more waiting values (under the filters), the most
-    contested first, and how many such pairs there are."""
-    where = _where(filters, now or datetime.now(timezone.utc))
-    n = func.count().label("n")
-    pairs = (select(FactSubmission.kb, FactSubmission.subject, FactSubmission.predicate, n).where(*where)
-             .group_by(FactSubmission.kb, FactSubmission.subject, FactSubmission.predicate).having(n > 1))
-    with db.session() as session:
-        total = session.scalar(select(func.count()).select_from(pairs.subquery())) or 0
-        top = [(kb, subject, predicate, int(count)) for kb, subject, predicate, count in
-               session.execute(pairs.order_by(n.desc(), FactSubmission.subject).limit(limit))]
-        values: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
-        if top:
-            rivals = or_(*[and_(FactSubmission.kb == kb, FactSubmission.subject == subject,
-                                FactSubmission.predicate == predicate) for kb, subject, predicate, _ in top])
-            for kb, subject, predicate, sid, obj in session.execute(
-                    select(FactSubmission.kb, FactSubmission.subject, FactSubmission.predicate, FactSubmission.id,
-                           FactSubmission.object).where(*where, rivals).order_by(FactSubmission.created_at)):
-                values.setdefault((kb, subject, predicate), []).append((sid, obj))
-    groups = [ClaimGroup(kb, subject, predicate, count, values.get((kb, subject, predicate), [])[:10])
-              for kb, subject, predicate, count in top]
-    return groups, total

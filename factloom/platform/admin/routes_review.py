@@ -12,8 +12,8 @@ from fastapi.responses import FileResponse
 from factloom.graph.errors import GraphUnavailable
 from factloom.ledger import Status
 from factloom.ledger.evidence import IMAGE_TYPES, image_path
+from factloom.platform.admin import groups, review
 from factloom.platform.admin import queue as q
-from factloom.platform.admin import review
 from factloom.platform.admin.auth import AdminOnly, AdminSession, Reviewer
 from factloom.platform.admin.batches import knowledge_bases
 from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
@@ -42,8 +42,8 @@ def queue_page(request: Request, me: Reviewer, resources: ResourcesDep) -> Respo
     db = resources.db
     page = q.list_queue(db=db, filters=filters, limit=resources.settings.admin_page_size,
                         after=params.get("after") or None, before=params.get("before") or None)
-    reasons = q.reason_groups(db=db, filters=filters) if filters.group == "reason" else []
-    claims, contested = q.claim_groups(db=db, filters=filters) if filters.group == "claim" else ([], 0)
+    reasons = groups.reason_groups(db=db, filters=filters) if filters.group == "reason" else []
+    claims, contested = groups.claim_groups(db=db, filters=filters) if filters.group == "claim" else ([], 0)
     return render(
         request, "queue.html", page=page, filters=filters, errors=errors, sorts=q.SORTS, ages=q.AGES,
         groupings=q.GROUPS, reasons=reasons, all_reasons=REVIEW_REASONS, claims=claims, contested=contested,
