@@ -418,10 +418,10 @@ def test_as_of_dates_mean_the_end_of_that_day_in_utc() -> None:
 
 
 def test_login_throttle_refuses_after_repeated_failures_then_forgets() -> None:
-    from factloom.platform.admin.throttle import LoginThrottle
+    from factloom.platform.admin.throttle import LocalThrottle
 
     now = [0.0]
-    throttle = LoginThrottle(attempts=3, window_s=60.0, clock=lambda: now[0])
+    throttle = LocalThrottle(attempts=3, window_s=60.0, clock=lambda: now[0])
     for _ in range(3):
         assert throttle.wait_s("Ana") == 0.0
         throttle.failed("ana ")

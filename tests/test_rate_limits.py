@@ -147,3 +147,32 @@ def test_a_key_over_its_rate_limit_gets_429(
         assert int(refused[0].headers["retry-after"]) == 1 and "rate limit is 1 requests/s" in refused[0].text
         time.sleep(1.1)
         assert c.get("/v1/review").status_code == 200
+
+
+def test_failed_sign_ins_are_counted_across_replicas_and_locally_without_redis(
+    redis_service: RedisService, settings: Settings,
+) -> None:
+    import redis
+
+    from factloom.platform.admin.throttle import LoginThrottle
+
+    now = [1_000_000.0]
+    client = redis.Redis.from_url(settings.redis_url)
+    one, two = (LoginThrottle(client, attempts=3, window_s=60.0, clock=lambda: now[0]) for _ in range(2))
+    name = f"ana-{unique()}"
+    one.failed(name)
+    two.failed(f" {name.upper()} ")  # another replica, the same name however typed
+    assert one.wait_s(name) == 0.0
+    one.failed(name)
+    assert two.wait_s(name) == pytest.approx(60.0)  # the third failure, seen by every replica
+    now[0] += 61.0
+    assert one.wait_s(name) == 0.0  # the window passed
+    one.failed(name)
+    two.succeeded(name)
+    assert one.wait_s(name) == 0.0 and client.exists(one._redis_key(name)) == 0
+    down = LoginThrottle(redis.Redis(port=9, socket_connect_timeout=0.2), attempts=2, window_s=60.0,
+                         clock=lambda: now[0])  # Redis unreachable: this process counts alone
+    down.failed(name)
+    down.failed(name)
+    assert down.wait_s(name) == pytest.approx(60.0)
+    client.close()

@@ -12,6 +12,7 @@ from factloom.graph import Neo4jStore
 from factloom.learn.serving import Recorder
 from factloom.ledger import Database
 from factloom.model.embedder import Embedder
+from factloom.platform.admin.throttle import LoginThrottle
 from factloom.platform.auth.service import KeyCache
 
 __all__ = ["Resources"]
@@ -28,11 +29,14 @@ class Resources:
     keys: KeyCache = field(default_factory=KeyCache, repr=False)  # the API keys verified lately
     # what each model version answered, flushed to Redis every second (factloom.learn.serving)
     figures: Recorder = field(init=False, repr=False)
+    # failed admin sign-ins per account name, shared by the replicas through Redis
+    login_throttle: LoginThrottle = field(init=False, repr=False)
     _embedder: Embedder | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         self.figures = Recorder(self.redis)
+        self.login_throttle = LoginThrottle(self.redis)
 
     @classmethod
     def open(cls, settings: Settings) -> Resources:

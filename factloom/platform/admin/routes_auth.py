@@ -12,7 +12,6 @@ from fastapi.responses import FileResponse
 from factloom.platform.admin.auth import Reviewer, load_session
 from factloom.platform.admin.render import PREFIX, WEB_DIR, AdminRoute, flash, redirect, render
 from factloom.platform.admin.security import LOGIN_COOKIE, SESSION_COOKIE, csrf_ok, new_session, sign
-from factloom.platform.admin.throttle import THROTTLE
 from factloom.platform.admin.users import check_login, open_sign_in, sign_out
 from factloom.platform.deps import ResourcesDep
 from factloom.platform.errors import NotFound
@@ -69,16 +68,17 @@ def login(
         response.set_cookie(LOGIN_COOKIE, fresh, max_age=3600, path=PREFIX, httponly=True, samesite="strict",
                             secure=settings.admin_cookie_secure)
         return response
-    wait = THROTTLE.wait_s(name)
+    throttle = resources.login_throttle
+    wait = throttle.wait_s(name)
     if wait > 0:
         return render(request, "login.html", status=429, csrf=token, next=safe_next(next), name=name,
                       error=f"Too many failed attempts for this name; try again in {int(wait) + 1} s.")
     user = check_login(db=resources.db, name=name, password=password)
     if user is None:
-        THROTTLE.failed(name)
+        throttle.failed(name)
         return render(request, "login.html", status=401, csrf=token, next=safe_next(next), name=name,
                       error="Unknown name or wrong password (or the account is disabled).")
-    THROTTLE.succeeded(name)
+    throttle.succeeded(name)
     sign_in_id = open_sign_in(db=resources.db, user_id=user.id, hours=settings.admin_session_hours)
     value = sign(settings.admin_key(), new_session(sign_in_id, settings.admin_session_hours))
     done = redirect(safe_next(next))
