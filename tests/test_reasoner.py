@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -275,26 +276,33 @@ def test_precision_check_of_vectors_is_relative() -> None:
     assert far.checks["encoder"]["passed"] is False and far.checks["encoder"]["max_rel_error"] == pytest.approx(0.2)
 
 
+class _Clock:
+    """A timer that moves only when a timed function says what it cost: no sleeps to race."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def costs(self, ms: float, out: list[torch.Tensor]) -> Callable[..., list[torch.Tensor]]:
+        def run(*_: object) -> list[torch.Tensor]:
+            self.now += ms / 1000
+            return out
+        return run
+
+
 def test_precision_is_kept_only_where_it_is_faster() -> None:
     ref = [torch.tensor([0.1, 0.9, 0.0])]
+    clock = _Clock()
+    slow, fast, fp32 = clock.costs(10, ref), clock.costs(0, ref), clock.costs(3, ref)
 
-    def slow(name: str) -> list[torch.Tensor]:
-        time.sleep(0.01)
-        return ref
-
-    def fast(name: str) -> list[torch.Tensor]:
-        return ref
-
-    def fp32() -> list[torch.Tensor]:
-        time.sleep(0.003)
-        return ref
-
-    slower = PrecisionPolicy(device="cpu")
+    slower = PrecisionPolicy(device="cpu", clock=clock)
     assert slower.calibrate("reasoner", fp32, run_low=slow) == "fp32"
     check = slower.checks["reasoner"]
     assert check["same_top"] is True and check["faster"] is False and check["passed"] is False
-    assert float(check["ms_low"]) >= 10 > float(check["ms_fp32"]) >= 3
-    quicker = PrecisionPolicy(device="cpu")
+    assert (check["ms_low"], check["ms_fp32"]) == (10, 3)
+    quicker = PrecisionPolicy(device="cpu", clock=clock)
     assert quicker.calibrate("reasoner", fp32, run_low=fast) == "bf16"
     assert quicker.checks["reasoner"]["faster"] is True and quicker.checks["reasoner"]["passed"] is True
     # numerics alone: the slower low precision is kept
@@ -305,19 +313,14 @@ def test_precision_within_the_timing_noise_is_fp32() -> None:
     # 5 % faster is within what a shared machine's timings move by: one process would pick bf16 and
     # the next fp32, so a low precision must save min_gain (10 %) of the time to be kept
     ref = [torch.tensor([0.1, 0.9, 0.0])]
+    clock = _Clock()
+    fp32, a_bit_faster = clock.costs(10, ref), clock.costs(9.5, ref)
 
-    def fp32() -> list[torch.Tensor]:
-        time.sleep(0.010)
-        return ref
-
-    def a_bit_faster(name: str) -> list[torch.Tensor]:
-        time.sleep(0.0095)
-        return ref
-
-    policy = PrecisionPolicy(device="cpu")
+    policy = PrecisionPolicy(device="cpu", clock=clock)
     assert policy.calibrate("encoder", fp32, run_low=a_bit_faster) == "fp32"
     assert policy.checks["encoder"]["faster"] is False
-    assert PrecisionPolicy(device="cpu", min_gain=0.0).calibrate("encoder", fp32, run_low=a_bit_faster) == "bf16"
+    assert PrecisionPolicy(device="cpu", min_gain=0.0, clock=clock).calibrate(
+        "encoder", fp32, run_low=a_bit_faster) == "bf16"
 
 
 def test_paths_may_go_round_a_self_loop(embedder: Embedder) -> None:

@@ -56,6 +56,7 @@ class PrecisionPolicy:
         speed: also require the low precision to be faster: the best of ``repeats`` timed runs of
             each, interleaved, after the checked ones (``False``: numerics alone decide).
         min_gain: the share of fp32's time the low precision must save to count as faster (0.1).
+        clock: the timer of the speed check, in seconds (``time.perf_counter``; tests pass their own).
     """
 
     device: str = "cpu"
@@ -65,6 +66,7 @@ class PrecisionPolicy:
     speed: bool = True
     repeats: int = 5
     min_gain: float = 0.1
+    clock: Callable[[], float] = field(default=time.perf_counter, repr=False)
     chosen: dict[str, str] = field(default_factory=dict)
     checks: dict[str, dict[str, float | bool | str]] = field(default_factory=dict)
 
@@ -103,7 +105,7 @@ class PrecisionPolicy:
         check: dict[str, float | bool | str] = {"tried": low, measure: round(diff, 6), "same_top": same_top}
         faster = True
         if agrees and self.speed:
-            ms_fp32, ms_low = _best_ms(run, run_in_low, self.repeats)
+            ms_fp32, ms_low = _best_ms(run, run_in_low, self.repeats, self.clock)
             faster = ms_low < ms_fp32 * (1 - self.min_gain)
             check.update(ms_fp32=round(ms_fp32, 3), ms_low=round(ms_low, 3), faster=faster)
         check["passed"] = agrees and faster
@@ -128,13 +130,14 @@ class PrecisionPolicy:
 
 
 @torch.no_grad()
-def _best_ms(a: Callable[[], object], b: Callable[[], object], repeats: int) -> tuple[float, float]:
+def _best_ms(a: Callable[[], object], b: Callable[[], object], repeats: int,
+             clock: Callable[[], float]) -> tuple[float, float]:
     """The best of ``repeats`` wall-clock runs of ``a`` and of ``b``, interleaved so that a busy
     moment of a shared machine slows both."""
     best = [float("inf"), float("inf")]
     for _ in range(max(1, repeats)):
         for k, fn in enumerate((a, b)):
-            t0 = time.perf_counter()
+            t0 = clock()
             fn()
-            best[k] = min(best[k], (time.perf_counter() - t0) * 1000)
+            best[k] = min(best[k], (clock() - t0) * 1000)
     return best[0], best[1]
