@@ -357,6 +357,9 @@ Index("ix_submission_kb_status_probability", FactSubmission.kb, FactSubmission.s
 # facts committed in the last hour
 Index("ix_review_decision_created", ReviewDecision.created_at)
 Index("ix_submission_committed", FactSubmission.committed_at)
+Index("ix_submission_kb_committed", FactSubmission.kb, FactSubmission.committed_at)
+# the batches page counts each listed batch's submissions per status from the index alone
+Index("ix_submission_batch_status", FactSubmission.batch_id, FactSubmission.status, FactSubmission.committed_at)
 # text evidence looks up stored evidence about a claim's entities by case-folded name (ledger.evidence.stored_texts)
 Index("ix_submission_kb_subject_lower", FactSubmission.kb, func.lower(FactSubmission.subject))
 Index("ix_submission_kb_object_lower", FactSubmission.kb, func.lower(FactSubmission.object))

@@ -31,6 +31,8 @@ def upgrade() -> None:
         batch_op.create_index("ix_submission_kb_status_probability", ["kb", "status", "probability", "id"],
                               unique=False)
         batch_op.create_index("ix_submission_committed", ["committed_at"], unique=False)
+        batch_op.create_index("ix_submission_kb_committed", ["kb", "committed_at"], unique=False)
+        batch_op.create_index("ix_submission_batch_status", ["batch_id", "status", "committed_at"], unique=False)
     op.create_index("ix_review_decision_created", "review_decision", ["created_at"], unique=False)
     _fill_reasons()
 
@@ -60,6 +62,8 @@ def _fill_reasons() -> None:
 def downgrade() -> None:
     op.drop_index("ix_review_decision_created", table_name="review_decision")
     with op.batch_alter_table("fact_submission", schema=None) as batch_op:
+        batch_op.drop_index("ix_submission_batch_status")
+        batch_op.drop_index("ix_submission_kb_committed")
         batch_op.drop_index("ix_submission_committed")
         batch_op.drop_index("ix_submission_kb_status_probability")
         batch_op.drop_index("ix_submission_kb_status_created")

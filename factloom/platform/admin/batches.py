@@ -128,11 +128,19 @@ def reviewers(*, db: Database, kb: str = "", now: datetime | None = None, days: 
     in_kb = [FactSubmission.kb == kb] if kb else []
     stats: dict[str, dict[str, Any]] = {}
     with db.session() as session:
-        rows = session.execute(
-            select(ReviewDecision.reviewer, ReviewDecision.decision, ReviewDecision.created_at,
-                   FactSubmission.probability)
-            .join(FactSubmission, FactSubmission.id == ReviewDecision.submission_id)
-            .where(ReviewDecision.created_at >= since, FactSubmission.key.not_like("c:%"), *in_kb))
+        # the window's decisions first (by time), then their items: a join the planner may start from
+        # the kb's side reads every submission the kb ever had
+        decided = session.execute(select(ReviewDecision.submission_id, ReviewDecision.reviewer,
+                                         ReviewDecision.decision, ReviewDecision.created_at)
+                                  .where(ReviewDecision.created_at >= since)).all()
+        items: dict[str, float | None] = {}
+        ids = sorted({d[0] for d in decided})
+        for start in range(0, len(ids), 500):
+            items.update(session.execute(
+                select(FactSubmission.id, FactSubmission.probability)
+                .where(FactSubmission.id.in_(ids[start:start + 500]), FactSubmission.key.not_like("c:%"), *in_kb)
+            ).tuples().all())
+        rows = [(reviewer, decision, at, items[sid]) for sid, reviewer, decision, at in decided if sid in items]
         for reviewer, decision, at, probability in rows:
             row = stats.setdefault(reviewer, {"n": 0, "hours": set(), "agree": 0, "judged": 0})
             row["n"] += 1
