@@ -53,12 +53,15 @@ def claim_groups(
     contested first, and how many such pairs there are."""
     where = conditions(filters, now or datetime.now(timezone.utc))
     n = func.count().label("n")
-    pairs = (select(FactSubmission.kb, FactSubmission.subject, FactSubmission.predicate, n).where(*where)
-             .group_by(FactSubmission.kb, FactSubmission.subject, FactSubmission.predicate).having(n > 1))
+    # one grouping pass: the window count over the groups kept says how many there are in all
+    pairs = (select(FactSubmission.kb, FactSubmission.subject, FactSubmission.predicate, n,
+                    func.count().over().label("pairs")).where(*where)
+             .group_by(FactSubmission.kb, FactSubmission.subject, FactSubmission.predicate).having(func.count() > 1)
+             .order_by(n.desc(), FactSubmission.subject).limit(limit))
     with db.session() as session:
-        total = session.scalar(select(func.count()).select_from(pairs.subquery())) or 0
-        top = [(kb, subject, predicate, int(count)) for kb, subject, predicate, count in
-               session.execute(pairs.order_by(n.desc(), FactSubmission.subject).limit(limit))]
+        found = session.execute(pairs).all()
+        total = int(found[0][4]) if found else 0
+        top = [(kb, subject, predicate, int(count)) for kb, subject, predicate, count, _ in found]
         values: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
         if top:
             rivals = or_(*[and_(FactSubmission.kb == kb, FactSubmission.subject == subject,
