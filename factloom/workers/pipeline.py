@@ -256,12 +256,15 @@ def retract_submissions(db: Database, store: Neo4jStore, ids: Sequence[str]) -> 
     """Take the facts of these submissions back out of the graph (their reviews were undone).
 
     A fact that other committed submissions still assert stays, with only their sources; one that
-    nothing else asserts goes, and the values it superseded hold again. Idempotent; returns how many
-    values were restored."""
+    nothing else asserts goes, and the values it superseded hold again. A submission accepted again
+    by the time this runs (a late retract task) is left alone. Idempotent; returns how many values
+    were restored."""
     restored = 0
     with db.session() as session:
-        facts = sorted(set(session.execute(select(FactSubmission.kb, FactSubmission.fact_id)
-                                           .where(FactSubmission.id.in_(list(ids)))).tuples()))
+        facts = sorted(set(session.execute(
+            select(FactSubmission.kb, FactSubmission.fact_id)
+            .where(FactSubmission.id.in_(list(ids)),
+                   FactSubmission.status.not_in([Status.accepted, Status.reviewed, Status.committed]))).tuples()))
         others = {(kb, fact_id): list(session.scalars(select(FactSubmission.source).where(
             FactSubmission.kb == kb, FactSubmission.fact_id == fact_id, FactSubmission.status == Status.committed,
             FactSubmission.id.not_in(list(ids))))) for kb, fact_id in facts}

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from factloom.graph import Neo4jStore
+from factloom.graph import GraphUnavailable, Neo4jStore
 from factloom.ledger import AuditEvent, CheckResult, Database, FactSubmission, ReviewDecision, Status
 from factloom.ledger.tables import utcnow
 from factloom.platform.errors import BadRequest, Conflict, NotFound
@@ -247,5 +247,11 @@ def reopen(
             }))
     # the graph last: a commit worker writing meanwhile sees the ledger's new state and retracts too
     if in_graph:
-        retract_submissions(db, store, in_graph)
+        try:
+            retract_submissions(db, store, in_graph)
+        except GraphUnavailable:  # the ledger has moved: a worker retracts once Neo4j answers again
+            from factloom.workers.tasks import enqueue_retract
+
+            log.warning("Neo4j unavailable while reopening %s; a worker will retract its fact", submission_id)
+            enqueue_retract(in_graph)
     return was
