@@ -418,9 +418,12 @@ def test_a_learned_fusion_starts_from_its_validation_facts_and_its_recertified_v
 
 
 def test_the_beat_runs_the_recertification_and_its_config_follows_the_settings() -> None:
-    from factloom.workers.app import make_app
+    from factloom.workers.app import app, make_app
 
-    schedule = make_app("redis://127.0.0.1:9/0", 30.0, certify_every_s=120.0).conf.beat_schedule
+    try:
+        schedule = make_app("redis://127.0.0.1:9/0", 30.0, certify_every_s=120.0).conf.beat_schedule
+    finally:
+        app.set_current()  # a new Celery app becomes the current one: later tests must not send to port 9
     assert schedule["recertify-thresholds"] == {"task": "factloom.learn.recertify", "schedule": 120.0}
     settings = Settings(_env_file=None, certification_target=0.02, certification_alpha=0.1)  # type: ignore[call-arg]
     config = CertificationConfig.of(settings)
