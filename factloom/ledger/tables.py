@@ -353,6 +353,9 @@ Index("ix_submission_kb_status_created", FactSubmission.kb, FactSubmission.statu
       FactSubmission.id)
 Index("ix_submission_kb_status_probability", FactSubmission.kb, FactSubmission.status, FactSubmission.probability,
       FactSubmission.id)
+# a kb's waiting rival values, grouped by (subject, predicate) straight off the index
+Index("ix_submission_kb_status_claim", FactSubmission.kb, FactSubmission.status, FactSubmission.subject,
+      FactSubmission.predicate)
 # reviewer throughput and "decided today" read the decisions of a time window, the batches page the
 # facts committed in the last hour
 Index("ix_review_decision_created", ReviewDecision.created_at)

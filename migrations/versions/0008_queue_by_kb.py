@@ -30,6 +30,7 @@ def upgrade() -> None:
         batch_op.create_index("ix_submission_kb_status_created", ["kb", "status", "created_at", "id"], unique=False)
         batch_op.create_index("ix_submission_kb_status_probability", ["kb", "status", "probability", "id"],
                               unique=False)
+        batch_op.create_index("ix_submission_kb_status_claim", ["kb", "status", "subject", "predicate"], unique=False)
         batch_op.create_index("ix_submission_committed", ["committed_at"], unique=False)
         batch_op.create_index("ix_submission_kb_committed", ["kb", "committed_at"], unique=False)
         batch_op.create_index("ix_submission_batch_status", ["batch_id", "status", "committed_at"], unique=False)
@@ -65,6 +66,7 @@ def downgrade() -> None:
         batch_op.drop_index("ix_submission_batch_status")
         batch_op.drop_index("ix_submission_kb_committed")
         batch_op.drop_index("ix_submission_committed")
+        batch_op.drop_index("ix_submission_kb_status_claim")
         batch_op.drop_index("ix_submission_kb_status_probability")
         batch_op.drop_index("ix_submission_kb_status_created")
         batch_op.drop_column("review_reason")
