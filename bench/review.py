@@ -6,7 +6,7 @@ clashes among rival values, self-loops, low plausibilities, each with its verifi
 ``--database-url``) for the queue's pages and views and reads the time the server spent on each from
 its ``Server-Timing`` header. Neo4j is not needed: no queue view reads the graph.
 
-    factloom bench review --out bench/results/review-queue.json
+    factloom bench review    # writes bench/results/review.json
 """
 
 from __future__ import annotations
