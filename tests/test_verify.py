@@ -96,3 +96,19 @@ def test_review_reasons_name_the_check_that_doubted() -> None:
     assert review_reason([r("types", None), r("plausibility", None), r("fusion", 0.5)]) == "no_judge"
     assert review_reason([r("consistency", 0.95, rule="ok"), r("plausibility", 0.6)]) == "borderline"
     assert set(REVIEW_REASONS) >= {"value_clash", "self_loop", "type_violation", "low_plausibility", "no_judge"}
+
+
+def test_one_vocabulary_of_review_decisions() -> None:
+    from typing import get_args
+
+    from factloom.ledger.tables import DECISIONS_THAT_HOLD, Decision
+    from factloom.platform.cli import build_parser
+    from factloom.platform.review.schemas import DecisionIn
+    from factloom.platform.review.service import DECISIONS
+
+    values = [d.value for d in Decision]
+    assert list(DECISIONS) == values and set(DECISIONS_THAT_HOLD) == {"accept", "keep_both"}
+    assert list(get_args(DecisionIn.model_fields["decision"].annotation)) == values
+    decide = build_parser()._subparsers._group_actions[0].choices["review"]  # type: ignore[union-attr]
+    choices = decide._subparsers._group_actions[0].choices["decide"]._actions  # type: ignore[union-attr]
+    assert next(a.choices for a in choices if a.dest == "decision") == values

@@ -28,7 +28,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 __all__ = [
-    "Base", "Status", "DECISIONS_THAT_HOLD", "IngestBatch", "FactSubmission", "CheckResult", "ReviewDecision",
+    "Base", "Status", "Decision", "DECISIONS_THAT_HOLD", "IngestBatch", "FactSubmission", "CheckResult",
+    "ReviewDecision",
     "AuditEvent", "ModelVersion", "VersionStatus", "AnswerFeedback", "ApiKey", "AlertEvent", "UserAccount", "SignIn",
     "AuditSample", "AUDIT_LABELS", "CertificationRun",
     "UtcDateTime", "utcnow",
@@ -151,7 +152,20 @@ class CheckResult(Base):
 
 
 # the review decisions that say the claimed fact holds: ``keep_both`` too (it holds beside another value)
-DECISIONS_THAT_HOLD = frozenset({"accept", "keep_both"})
+class Decision(str, enum.Enum):
+    """What a reviewer decided about a claim (``review_decision.decision`` holds the value)."""
+
+    accept = "accept"  # it holds; a new value of a functional predicate replaces the current one
+    keep_both = "keep_both"  # it holds beside the current value (two things of one name, a repeatable value)
+    reject = "reject"  # it never reaches the graph
+
+    @property
+    def holds(self) -> bool:
+        """Whether the claim is true by this decision: wherever a label is derived from a decision."""
+        return self is not Decision.reject
+
+
+DECISIONS_THAT_HOLD = frozenset(d.value for d in Decision if d.holds)
 
 
 class ReviewDecision(Base):

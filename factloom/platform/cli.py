@@ -594,6 +594,7 @@ def build_parser() -> argparse.ArgumentParser:
     rlist.set_defaults(func=cmd_review)
     rdecide = rcommands.add_parser("decide", help="accept, keep both values, or reject one submission")
     rdecide.add_argument("id", help="the submission id (from 'review list')")
+    # the values of factloom.ledger.tables.Decision, written out: importing the ledger costs every command ~0.25 s
     rdecide.add_argument("decision", choices=["accept", "keep_both", "reject"])
     rdecide.add_argument("--reason", default="", help="why, for the audit trail")
     rdecide.set_defaults(func=cmd_review)

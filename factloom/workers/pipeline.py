@@ -19,6 +19,7 @@ from sqlalchemy import delete, select, update
 from factloom.graph import FactWrite, Neo4jStore
 from factloom.ledger import AuditSample, CheckResult, Database, FactSubmission, ReviewDecision, Status
 from factloom.ledger.evidence import image_path
+from factloom.ledger.tables import Decision
 from factloom.metrics import CHECK_VERDICTS, VERIFIER_ABSTENTIONS, VERIFIER_CHECKS
 from factloom.verify import Claim, Verdict, Verifier, VerifierResult
 from factloom.verify.audit import AuditSampler
@@ -226,7 +227,8 @@ def commit_submissions(ctx: WorkerContext, ids: Sequence[str]) -> int:
         reviewed = [r.id for r in rows if r.status is Status.reviewed]
         beside = set(session.scalars(
             select(ReviewDecision.submission_id).where(ReviewDecision.submission_id.in_(reviewed),
-                                                      ReviewDecision.decision == "keep_both"))) if reviewed else set()
+                                                      ReviewDecision.decision == Decision.keep_both.value)
+        )) if reviewed else set()
         work = [(r.id, r.kb, _write(r, ctx.settings.functional_predicates, r.id in beside)) for r in rows]
     by_kb: dict[str, list[FactWrite]] = {}
     for _, kb, fact in work:

@@ -19,7 +19,7 @@ from sqlalchemy import or_, select
 from factloom.graph import Neo4jStore, StoredFact, fact_id_for
 from factloom.graph.explore import Neighbourhood, neighbourhood
 from factloom.ledger import AuditEvent, CheckResult, Database, FactSubmission, ReviewDecision, Status
-from factloom.ledger.tables import new_id
+from factloom.ledger.tables import Decision, new_id
 from factloom.platform.errors import BadRequest, Conflict, NotFound
 from factloom.platform.ingest.schemas import FactIn
 from factloom.platform.review import service as review
@@ -191,8 +191,9 @@ def correct(
         )
         session.add(fixed)
         note = f"corrected to {fact.subject} · {fact.predicate} · {fact.object}" + (f"; {reason}" if reason else "")
-        session.add(ReviewDecision(submission_id=submission_id, decision="reject", reason=note, reviewer=actor))
-        session.add(ReviewDecision(submission_id=fixed.id, decision="accept",
+        session.add(ReviewDecision(submission_id=submission_id, decision=Decision.reject.value, reason=note,
+                                   reviewer=actor))
+        session.add(ReviewDecision(submission_id=fixed.id, decision=Decision.accept.value,
                                    reason=f"correction of {submission_id}" + (f"; {reason}" if reason else ""),
                                    reviewer=actor))
         session.add(AuditEvent(actor=actor, action="review.correct", target=submission_id, details={
@@ -245,13 +246,13 @@ def keep_one(
     settles: bool = False,
 ) -> BulkResult:
     """Accept ``keep`` and reject its rival values still waiting: one (subject, predicate) decided at once."""
-    decide(db=db, submission_id=keep, decision="accept", reason="kept among rival values", actor=actor,
+    decide(db=db, submission_id=keep, decision=Decision.accept.value, reason="kept among rival values", actor=actor,
            second_opinion_kbs=second_opinion_kbs, settles=settles)
     others = [i for i in dict.fromkeys(rivals) if i and i != keep]
     if len(others) > MAX_BULK:
         raise BadRequest(f"at most {MAX_BULK} rivals at once; this group has {len(others)}")
     return BulkResult(done=[keep], skipped=[]) if not others else bulk_decide(
-        db=db, ids=others, decision="reject", reason=f"a rival value ({keep[:8]}) was kept", actor=actor,
+        db=db, ids=others, decision=Decision.reject.value, reason=f"a rival value ({keep[:8]}) was kept", actor=actor,
         second_opinion_kbs=second_opinion_kbs, settles=settles)
 
 

@@ -20,7 +20,7 @@ class ReviewPage(BaseModel):
 
 class DecisionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    decision: Literal["accept", "keep_both", "reject"]
+    decision: Literal["accept", "keep_both", "reject"]  # the values of factloom.ledger.tables.Decision
     reason: str = Field(default="", max_length=2000)
 
 

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from factloom.graph import GraphUnavailable, Neo4jStore
 from factloom.ledger import AuditEvent, CheckResult, Database, FactSubmission, ReviewDecision, Status
-from factloom.ledger.tables import utcnow
+from factloom.ledger.tables import Decision, utcnow
 from factloom.platform.errors import BadRequest, Conflict, NotFound
 from factloom.verify.reasons import review_reason
 
@@ -25,7 +25,7 @@ REVIEWABLE = frozenset({Status.needs_review})
 # accept: the claim holds (a new value of a functional predicate replaces the current one);
 # keep_both: it holds beside the current value (two same-name entities, or a predicate that is not
 # functional for this subject); reject: it never reaches the graph
-DECISIONS = ("accept", "keep_both", "reject")
+DECISIONS = tuple(d.value for d in Decision)
 # what an item of a kb that needs two opinions waits for (``review_reason``, factloom.verify.reasons)
 SECOND_OPINION, DISAGREEMENT = "second_opinion", "disagreement"
 # what a submission can be reopened from: decided by a reviewer or by the fusion, committed or not
@@ -91,7 +91,7 @@ def decide(
     """
     if decision not in DECISIONS:
         raise BadRequest(f"unknown decision {decision!r}; one of {', '.join(DECISIONS)}")
-    new_status = Status.rejected if decision == "reject" else Status.reviewed
+    new_status = Status.rejected if decision == Decision.reject.value else Status.reviewed
     with db.session() as session:
         row = session.get(FactSubmission, submission_id)
         if row is None:
