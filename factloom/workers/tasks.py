@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from celery import Task, shared_task
 from sqlalchemy import update
@@ -10,7 +11,7 @@ from sqlalchemy import update
 from factloom.ledger import FactSubmission
 from factloom.ledger.tables import utcnow
 from factloom.workers import pipeline
-from factloom.workers.context import context
+from factloom.workers.context import WorkerContext, context
 
 __all__ = ["check_submissions", "commit_submissions", "embed_entities", "sweep", "plan_learning", "learn_update",
            "monitor_models", "retract_submissions", "recertify",
@@ -104,13 +105,9 @@ def monitor_models() -> list[dict[str, object]]:
     from factloom.learn.monitor import MonitorConfig, look
 
     ctx = context()
-    lock = ctx.redis.lock("factloom:monitor", timeout=max(60.0, ctx.settings.monitor_period_s))
-    if not lock.acquire(blocking=False):
-        return []  # a look is running: two would count one period twice
-    try:
-        return look(ctx.db, ctx.redis, MonitorConfig.of(ctx.settings))
-    finally:
-        lock.release()
+    # a look is running: two would count one period twice
+    return _alone(ctx, "factloom:monitor", max(60.0, ctx.settings.monitor_period_s),
+                  lambda: look(ctx.db, ctx.redis, MonitorConfig.of(ctx.settings)))
 
 
 @shared_task(name="factloom.learn.recertify")
@@ -120,11 +117,19 @@ def recertify() -> list[dict[str, object]]:
     from factloom.learn.certification import CertificationConfig, recertify_all
 
     ctx = context()
-    lock = ctx.redis.lock("factloom:recertify", timeout=max(300.0, ctx.settings.certification_period_s))
+    # a run is under way: two would add the same labels twice
+    return _alone(ctx, "factloom:recertify", max(300.0, ctx.settings.certification_period_s),
+                  lambda: recertify_all(ctx.db, CertificationConfig.of(ctx.settings)))
+
+
+def _alone(ctx: WorkerContext, name: str, timeout: float,
+           run: Callable[[], list[dict[str, object]]]) -> list[dict[str, object]]:
+    """``run()`` under a Redis lock, or nothing when another beat job holds it."""
+    lock = ctx.redis.lock(name, timeout=timeout)
     if not lock.acquire(blocking=False):
-        return []  # a run is under way: two would add the same labels twice
+        return []
     try:
-        return recertify_all(ctx.db, CertificationConfig.of(ctx.settings))
+        return run()
     finally:
         lock.release()
 

@@ -21,18 +21,19 @@ from urllib.parse import quote
 
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
 from factloom.graph.errors import GraphUnavailable, InvalidGraphInput
+from factloom.ledger.evidence import IMAGE_TYPES, image_path
 from factloom.platform.admin.auth import AdminSession, CsrfFailed, RoleRequired, SignInRequired
 from factloom.platform.admin.security import FLASH_COOKIE, sign, unsign
-from factloom.platform.errors import PlatformError
+from factloom.platform.errors import NotFound, PlatformError
 
 __all__ = ["WEB_DIR", "PREFIX", "AdminRoute", "render", "redirect", "flash", "environment", "ago", "when",
-           "neutralise_bidi"]
+           "neutralise_bidi", "evidence_image"]
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,18 @@ def render(request: Request, template: str, *, status: int = 200, **context: Any
     if message is not None:
         response.delete_cookie(FLASH_COOKIE, path=PREFIX)
     return response
+
+
+def evidence_image(evidence_dir: Path, evidence: dict[str, Any] | None, what: str) -> FileResponse:
+    """The evidence image stored with a claim (``what`` names it in the 404s), served as itself only."""
+    image = (evidence or {}).get("image")
+    if not isinstance(image, dict) or image.get("content_type") not in IMAGE_TYPES:
+        raise NotFound(f"{what} has no evidence image")
+    path = image_path(evidence_dir, str(image.get("sha256")), str(image["content_type"]))
+    if not path.is_file():
+        raise NotFound(f"the evidence image of {what} is missing from the store")
+    return FileResponse(path, media_type=str(image["content_type"]),
+                        headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=86400"})
 
 
 def redirect(url: str) -> RedirectResponse:

@@ -10,17 +10,15 @@ import re
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request, Response
-from fastapi.responses import FileResponse
 
 from factloom.learn.certification import history, latest_runs
 from factloom.ledger import AuditSample, FactSubmission
-from factloom.ledger.evidence import IMAGE_TYPES, image_path
 from factloom.platform.admin.auth import AdminOnly, Reviewer
-from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
+from factloom.platform.admin.render import PREFIX, AdminRoute, evidence_image, flash, redirect, render
 from factloom.platform.admin.visuals import certification_chart
 from factloom.platform.certification import service as audit
 from factloom.platform.deps import ResourcesDep
-from factloom.platform.errors import BadRequest, Conflict, NotFound
+from factloom.platform.errors import BadRequest, Conflict
 
 __all__ = ["router"]
 
@@ -85,14 +83,7 @@ def audit_image(sample_id: int, me: Reviewer, resources: ResourcesDep) -> Respon
         sample = session.get(AuditSample, sample_id)
         row = session.get(FactSubmission, sample.submission_id) if sample is not None else None
         evidence = (row.evidence or {}) if row is not None else {}
-    image = evidence.get("image")
-    if not isinstance(image, dict) or image.get("content_type") not in IMAGE_TYPES:
-        raise NotFound(f"audit sample {sample_id} has no evidence image")
-    path = image_path(resources.settings.evidence_dir, str(image.get("sha256")), str(image["content_type"]))
-    if not path.is_file():
-        raise NotFound(f"the evidence image of audit sample {sample_id} is missing from the store")
-    return FileResponse(path, media_type=str(image["content_type"]),
-                        headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=86400"})
+    return evidence_image(resources.settings.evidence_dir, evidence, f"audit sample {sample_id}")
 
 
 @router.get("/certification")

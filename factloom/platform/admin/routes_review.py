@@ -7,20 +7,18 @@ from typing import Annotated, Any
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Form, Request, Response
-from fastapi.responses import FileResponse
 
 from factloom.graph.errors import GraphUnavailable
 from factloom.ledger import Status
-from factloom.ledger.evidence import IMAGE_TYPES, image_path
 from factloom.platform.admin import groups, review
 from factloom.platform.admin import queue as q
 from factloom.platform.admin.auth import AdminOnly, AdminSession, Reviewer
 from factloom.platform.admin.batches import knowledge_bases
-from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
+from factloom.platform.admin.render import PREFIX, AdminRoute, evidence_image, flash, redirect, render
 from factloom.platform.admin.routes_auth import safe_next
 from factloom.platform.admin.visuals import neighbourhood_elements, verifier_chart
 from factloom.platform.deps import ResourcesDep
-from factloom.platform.errors import BadRequest, Conflict, NotFound
+from factloom.platform.errors import BadRequest, Conflict
 from factloom.platform.resources import Resources
 from factloom.platform.review import service as review_service
 from factloom.verify.reasons import REVIEW_REASONS
@@ -92,17 +90,10 @@ def _image_of(row_id: str, evidence: dict[str, object] | None) -> str | None:
 
 
 @router.get("/review/{submission_id}/image")
-def evidence_image(submission_id: str, me: Reviewer, resources: ResourcesDep) -> Response:
+def item_image(submission_id: str, me: Reviewer, resources: ResourcesDep) -> Response:
     """The evidence image uploaded with a submission, read from the content-addressed store."""
     item = review.load_item(db=resources.db, submission_id=submission_id)
-    image = (item.row.evidence or {}).get("image")
-    if not isinstance(image, dict) or image.get("content_type") not in IMAGE_TYPES:
-        raise NotFound(f"submission {submission_id} has no evidence image")
-    path = image_path(resources.settings.evidence_dir, str(image.get("sha256")), str(image["content_type"]))
-    if not path.is_file():
-        raise NotFound(f"the evidence image of submission {submission_id} is missing from the store")
-    return FileResponse(path, media_type=str(image["content_type"]),
-                        headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=86400"})
+    return evidence_image(resources.settings.evidence_dir, item.row.evidence, f"submission {submission_id}")
 
 
 def _claim_elements(item: review.Item, ids: dict[str, str]) -> list[dict[str, object]]:
