@@ -152,10 +152,10 @@ def item_graph(*, store: Neo4jStore, item: Item, per_node: int = 25) -> tuple[Ne
 
 def decide(
     *, db: Database, submission_id: str, decision: str, reason: str, actor: str,
-    second_opinion_kbs: Collection[str] = (), settles: bool = False,
+    second_opinion_kbs: Collection[str] = (), settles: bool = False, store: Neo4jStore | None = None,
 ) -> Status:
     return review.decide(db=db, submission_id=submission_id, decision=decision, reason=reason.strip()[:2000],
-                         reviewer=actor, second_opinion_kbs=second_opinion_kbs, settles=settles)
+                         reviewer=actor, second_opinion_kbs=second_opinion_kbs, settles=settles, store=store)
 
 
 def correct(
@@ -222,7 +222,7 @@ class BulkResult:
 
 def bulk_decide(
     *, db: Database, ids: Sequence[str], decision: str, reason: str, actor: str,
-    second_opinion_kbs: Collection[str] = (), settles: bool = False,
+    second_opinion_kbs: Collection[str] = (), settles: bool = False, store: Neo4jStore | None = None,
 ) -> BulkResult:
     """Decide each selected submission; the ones no longer waiting are skipped, not failed."""
     ids = list(dict.fromkeys(i for i in ids if i))
@@ -234,7 +234,7 @@ def bulk_decide(
     for submission_id in ids:
         try:
             decide(db=db, submission_id=submission_id, decision=decision, reason=reason, actor=actor,
-                   second_opinion_kbs=second_opinion_kbs, settles=settles)
+                   second_opinion_kbs=second_opinion_kbs, settles=settles, store=store)
             done.append(submission_id)
         except (Conflict, NotFound):
             skipped.append(submission_id)
@@ -243,17 +243,17 @@ def bulk_decide(
 
 def keep_one(
     *, db: Database, keep: str, rivals: Sequence[str], actor: str, second_opinion_kbs: Collection[str] = (),
-    settles: bool = False,
+    settles: bool = False, store: Neo4jStore | None = None,
 ) -> BulkResult:
     """Accept ``keep`` and reject its rival values still waiting: one (subject, predicate) decided at once."""
     decide(db=db, submission_id=keep, decision=Decision.accept.value, reason="kept among rival values", actor=actor,
-           second_opinion_kbs=second_opinion_kbs, settles=settles)
+           second_opinion_kbs=second_opinion_kbs, settles=settles, store=store)
     others = [i for i in dict.fromkeys(rivals) if i and i != keep]
     if len(others) > MAX_BULK:
         raise BadRequest(f"at most {MAX_BULK} rivals at once; this group has {len(others)}")
     return BulkResult(done=[keep], skipped=[]) if not others else bulk_decide(
         db=db, ids=others, decision=Decision.reject.value, reason=f"a rival value ({keep[:8]}) was kept", actor=actor,
-        second_opinion_kbs=second_opinion_kbs, settles=settles)
+        second_opinion_kbs=second_opinion_kbs, settles=settles, store=store)
 
 
 def undo_between(*, db: Database, store: Neo4jStore, actor: str, start: float, end: float,

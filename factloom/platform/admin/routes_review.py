@@ -122,7 +122,7 @@ def decide(
     start = time.time()
     try:
         status = review.decide(db=resources.db, submission_id=submission_id, decision=decision, reason=reason,
-                               actor=me.actor, **_opinions(me, resources))
+                               actor=me.actor, **_decider(me, resources))
     except Conflict as exc:  # someone else was quicker: show the item as it now stands
         return flash(request, redirect(f"{PREFIX}/review/{submission_id}?{back}"), exc.detail, "warn")
     message = {"accept": f"Accepted {submission_id[:8]}", "reject": f"Rejected {submission_id[:8]}",
@@ -138,9 +138,11 @@ def decide(
     return flash(request, redirect(target), message, undo=(start, time.time()))
 
 
-def _opinions(me: AdminSession, resources: Resources) -> dict[str, Any]:
-    """How many reviewers the items of each kb need, and whether this one's decision is final."""
-    return {"second_opinion_kbs": frozenset(resources.settings.review_second_opinion), "settles": me.user.is_admin}
+def _decider(me: AdminSession, resources: Resources) -> dict[str, Any]:
+    """How many reviewers the items of each kb need, whether this one's decision is final, and the store
+    a reject takes an audited fact out of at once."""
+    return {"second_opinion_kbs": frozenset(resources.settings.review_second_opinion), "settles": me.user.is_admin,
+            "store": resources.store}
 
 
 @router.post("/review/{submission_id}/correct")
@@ -178,7 +180,7 @@ async def bulk(request: Request, me: Reviewer, resources: ResourcesDep) -> Respo
                       too_many=len(ids) > review.MAX_BULK)
     start = time.time()
     result = review.bulk_decide(db=resources.db, ids=ids, decision=decision, reason=reason, actor=me.actor,
-                                **_opinions(me, resources))
+                                **_decider(me, resources))
     verb = "Accepted" if decision == "accept" else "Rejected"
     note = f"{verb} {len(result.done)} item(s)" + (
         f"; {len(result.skipped)} were already decided" if result.skipped else "")
@@ -196,7 +198,7 @@ async def keep(request: Request, me: Reviewer, resources: ResourcesDep) -> Respo
     start = time.time()
     try:
         result = review.keep_one(db=resources.db, keep=kept, rivals=rivals, actor=me.actor,
-                                 **_opinions(me, resources))
+                                 **_decider(me, resources))
     except Conflict as exc:
         return flash(request, redirect(f"{PREFIX}/queue?{back}"), exc.detail, "warn")
     rejected = len(result.done) - (1 if kept in result.done else 0)

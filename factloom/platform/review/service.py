@@ -136,8 +136,11 @@ def _retract(db: Database, store: Neo4jStore | None, submission_id: str) -> None
     from factloom.workers.pipeline import retract_submissions
 
     if store is not None:
-        retract_submissions(db, store, [submission_id])
-        return
+        try:
+            retract_submissions(db, store, [submission_id])
+            return
+        except GraphUnavailable:  # the ledger has moved: a worker retracts once Neo4j answers again
+            log.warning("Neo4j unavailable while rejecting %s; a worker will retract its fact", submission_id)
     from factloom.workers.tasks import enqueue_retract
 
     try:
