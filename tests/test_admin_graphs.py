@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from factloom.graph.explore import MoreOf, Neighbourhood, share
 from factloom.graph.types import Edge
-from factloom.platform.admin.visuals import neighbourhood_elements, walk
+from factloom.platform.admin.visuals import neighbourhood_elements
+from factloom.platform.query.paths import walk
 from factloom.platform.query.schemas import PathStepOut
 
 

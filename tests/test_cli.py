@@ -58,6 +58,8 @@ def test_keys_ingest_and_query_from_the_command_line(
     assert answered.returncode == 0, answered.stderr
     names = {line.split("  ", 1)[1] for line in answered.stdout.splitlines() if line[:1].isdigit()}
     assert {"Heat", "Collateral", "Thief"} <= names
+    # each path is walked from the linked entity: the film is reached against the fact's direction
+    assert "Michael Mann ←directed_by– Heat" in answered.stdout
     unlinked = factloom("query", "what movies did [Nobody Here] direct", "--kb", "cli", key=key)
     assert unlinked.returncode == 0 and "no answer found: no entity of the question" in unlinked.stdout
     misspelt = factloom("query", "what movies did [Michael Mann] direct", "--kb", "clii", key=key)

@@ -447,10 +447,14 @@ def cmd_query(args: argparse.Namespace, settings: Settings) -> None:
         return
     if not answer["answers"]:
         print(f"no answer found: {answer['note']}" if answer.get("note") else "no answer found")
+    from factloom.platform.query.paths import path_text, walk
+    from factloom.platform.query.schemas import PathStepOut
+
+    seeds = [s["name"] for s in answer.get("seeds", [])]
     for item in answer["answers"]:
         print(f"{item['score']:.3f}  {item['name']}")
-        for path in item["paths"][:1]:
-            print("       " + "  →  ".join(f"{s['subject']} —{s['predicate']}→ {s['object']}" for s in path))
+        for path in item["paths"][:1]:  # walked from the linked entity, as the admin Ask page writes it
+            print("       " + path_text(walk([PathStepOut.model_validate(s) for s in path], seeds)))
     print(f"({', '.join(f'{k} {v:.0f} ms' for k, v in answer['timings_ms'].items())})")
 
 

@@ -17,13 +17,14 @@ from factloom.graph.store import check_kb
 from factloom.platform.admin.auth import AdminSession, Reviewer
 from factloom.platform.admin.batches import knowledge_bases
 from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
-from factloom.platform.admin.visuals import answer_elements, neighbourhood_elements, walk
+from factloom.platform.admin.visuals import answer_elements, neighbourhood_elements
 from factloom.platform.deps import ResourcesDep
 from factloom.platform.errors import BadRequest, NotFound, PlatformError
 from factloom.platform.feedback import service as feedback_service
 from factloom.platform.feedback.schemas import FeedbackItem
 from factloom.platform.query import service as query_service
 from factloom.platform.query.engine import get_engine, get_verbaliser
+from factloom.platform.query.paths import walk
 from factloom.platform.resources import Resources
 
 __all__ = ["router", "parse_as_of"]
