@@ -28,6 +28,7 @@ from markupsafe import Markup
 
 from factloom.graph.errors import GraphUnavailable, InvalidGraphInput
 from factloom.ledger.evidence import IMAGE_TYPES, image_path
+from factloom.ledger.tables import as_utc
 from factloom.platform.admin.auth import AdminSession, CsrfFailed, RoleRequired, SignInRequired
 from factloom.platform.admin.security import FLASH_COOKIE, sign, unsign
 from factloom.platform.errors import NotFound, PlatformError
@@ -47,9 +48,7 @@ def ago(value: datetime | None, now: datetime | None = None) -> str:
     if value is None:
         return "—"
     now = now or datetime.now(timezone.utc)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    seconds = (now - value).total_seconds()
+    seconds = (now - as_utc(value)).total_seconds()
     if seconds < 0:
         return "in the future"
     for size, unit in ((86400 * 365, "y"), (86400, "d"), (3600, "h"), (60, "min")):
@@ -61,9 +60,7 @@ def ago(value: datetime | None, now: datetime | None = None) -> str:
 def when(value: datetime | None) -> str:
     if value is None:
         return "—"
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return as_utc(value).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _pct(value: float | None) -> str:
