@@ -8,8 +8,9 @@ by the ingest users, then they stop; 0: no end), ``FACTLOOM_LOAD_INGEST_PAUSE_S`
 pause between POSTs), ``FACTLOOM_LOAD_QUIT_AFTER_INGEST`` (end the run when the POSTs are done).
 
 A refusal the platform means (429 or 503 with ``Retry-After``) is not an error: it is recorded under
-its own name (``shed``) and the user waits as told, as factloom.client does. Anything else that is
-not a 2xx is a failure.
+its own name (``NAME:shed:WHY``, WHY read from the problem's detail: the key's rate limit, the kb's check
+backlog, the query API at capacity, a store unavailable) and the user waits as told, as
+factloom.client does. Anything else that is not a 2xx is a failure.
 """
 
 from __future__ import annotations
@@ -46,11 +47,22 @@ class _PlatformUser(FastHttpUser):
             if response.status_code in (429, 503) and retry_after:
                 response.success()  # counted below as shed, not as a served request
                 self.environment.events.request.fire(
-                    request_type="SHED", name=name, response_time=response.request_meta["response_time"],
+                    request_type="SHED", name=f"{name}:shed:{_why(response.text)}",
+                    response_time=response.request_meta["response_time"],
                     response_length=0, exception=None, context={})
                 gevent.sleep(float(retry_after))
             elif not 200 <= response.status_code < 300:
                 response.failure(f"{response.status_code}: {(response.text or '')[:200]}")
+
+
+def _why(problem: str | None) -> str:
+    """Which of the platform's limits refused a request, from its problem+json detail."""
+    detail = (problem or "").lower()
+    for phrase, why in (("rate limit", "key-rate-limit"), ("waiting for their check", "check-backlog"),
+                        ("at capacity", "query-capacity"), ("unavailable", "store-unavailable")):
+        if phrase in detail:
+            return why
+    return "other"
 
 
 class QueryUser(_PlatformUser):

@@ -54,7 +54,7 @@ def _locust(users: dict[str, int], seconds: float, env: dict[str, str], base_url
     out: dict[str, Any] = {}
     with stats_file.open() as rows:
         for row in csv.DictReader(rows):
-            key = row["Name"] if row["Type"] != "SHED" else f"{row['Name']}:shed"
+            key = row["Name"]  # a refusal's name is NAME:shed:WHY (bench/_locustfile.py)
             out[key] = {
                 "requests": int(row["Request Count"]), "failures": int(row["Failure Count"]),
                 "rps": round(float(row["Requests/s"]), 2),
@@ -69,8 +69,10 @@ def _locust(users: dict[str, int], seconds: float, env: dict[str, str], base_url
 def _level(stats: dict[str, Any], name: str) -> dict[str, Any]:
     served = stats.get(name, {"requests": 0, "failures": 0, "rps": 0.0, "latency_ms_p50": 0.0,
                               "latency_ms_p95": 0.0, "latency_ms_p99": 0.0})
-    shed = stats.get(f"{name}:shed", {}).get("requests", 0)
-    return {**served, "served": served["requests"] - served["failures"], "errors": served["failures"], "shed": shed}
+    why = {key.split(":shed:", 1)[1]: row["requests"] for key, row in stats.items()
+           if key.startswith(f"{name}:shed:") and row["requests"]}
+    return {**served, "served": served["requests"] - served["failures"], "errors": served["failures"],
+            "shed": sum(why.values()), "shed_why": why}
 
 
 def _committed_rate(db: Any, kb: str, started: float, timeout: float) -> dict[str, Any]:

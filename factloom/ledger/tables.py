@@ -377,6 +377,8 @@ Index("ix_submission_committed", FactSubmission.committed_at)
 Index("ix_submission_kb_committed", FactSubmission.kb, FactSubmission.committed_at)
 # the batches page counts each listed batch's submissions per status from the index alone
 Index("ix_submission_batch_status", FactSubmission.batch_id, FactSubmission.status, FactSubmission.committed_at)
+# source trust counts every source's claims judged true and false (workers.verifiers.trust_counts)
+Index("ix_submission_status_source", FactSubmission.status, FactSubmission.source)
 # text evidence looks up stored evidence about a claim's entities by case-folded name (ledger.evidence.stored_texts)
 Index("ix_submission_kb_subject_lower", FactSubmission.kb, func.lower(FactSubmission.subject))
 Index("ix_submission_kb_object_lower", FactSubmission.kb, func.lower(FactSubmission.object))

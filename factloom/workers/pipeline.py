@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, insert, select, update
 
 from factloom.graph import FactWrite, Neo4jStore
 from factloom.ledger import AuditSample, CheckResult, Database, FactSubmission, ReviewDecision, Status
@@ -68,7 +68,7 @@ def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
         _shadow_scorer(ctx, kb, claims, graph, now, next(
             (r for v, r in zip(checkers.verifiers, per_verifier, strict=True) if v.name == "plausibility"), []))
         thresholds = checkers.thresholds()
-        checks: list[CheckResult] = []
+        checks: list[dict[str, Any]] = []  # check_result rows, inserted in one executemany
         verdicts: list[dict[str, object]] = []
         grid = [[results_of[i] for results_of in per_verifier] for i in range(len(claims))]
         fuse_many = getattr(checkers.fusion, "fuse_many", None)  # a learned fusion: one batched model call
@@ -76,19 +76,17 @@ def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
         for claim, results, fused in zip(claims, grid, all_fused, strict=True):
             status = _VERDICT_STATUS[fused.verdict]
             checks.extend(_rows(claim.submission_id, results))
-            checks.append(
-                CheckResult(
-                    submission_id=claim.submission_id, verifier="fusion", score=fused.probability,
-                    probability=fused.probability, explanation=fused.reason,
-                    details={
-                        **thresholds, "verdict": fused.verdict.value, "method": type(checkers.fusion).__name__,
-                        "versions": {**checkers.versions,
-                                     **{r.verifier: r.model_version for r in results if r.model_version}},
-                        "abstained": [r.verifier for r in results if r.probability is None],
-                    },
-                    model_version=checkers.versions.get("fusion"),
-                )
-            )
+            checks.append({
+                "submission_id": claim.submission_id, "verifier": "fusion", "score": fused.probability,
+                "probability": fused.probability, "explanation": fused.reason,
+                "details": {
+                    **thresholds, "verdict": fused.verdict.value, "method": type(checkers.fusion).__name__,
+                    "versions": {**checkers.versions,
+                                 **{r.verifier: r.model_version for r in results if r.model_version}},
+                    "abstained": [r.verifier for r in results if r.probability is None],
+                },
+                "model_version": checkers.versions.get("fusion"),
+            })
             verdicts.append({"id": claim.submission_id, "status": status, "probability": fused.probability,
                              "verdict_reason": fused.reason, "updated_at": datetime.now(timezone.utc),
                              "review_reason": review_reason(results) if status is Status.needs_review else None})
@@ -98,7 +96,7 @@ def check_submissions(ctx: WorkerContext, ids: Sequence[str]) -> dict[str, int]:
         samples = _audit_samples(ctx, kb, claims, all_fused, checkers.versions.get("fusion"))
         with ctx.db.session() as session:
             session.execute(delete(CheckResult).where(CheckResult.submission_id.in_([c.submission_id for c in claims])))
-            session.add_all(checks)
+            session.execute(insert(CheckResult), checks)
             # one executemany by primary key; the status guard leaves rows another task already
             # decided untouched
             session.execute(
@@ -205,12 +203,10 @@ def _image_of(evidence: dict[str, Any] | None) -> str | None:
     return str(image_path(Path("."), image["sha256"], image["content_type"]))
 
 
-def _rows(submission_id: str, results: Sequence[VerifierResult]) -> list[CheckResult]:
+def _rows(submission_id: str, results: Sequence[VerifierResult]) -> list[dict[str, Any]]:
     return [
-        CheckResult(
-            submission_id=submission_id, verifier=r.verifier, score=r.score, probability=r.probability,
-            explanation=r.explanation, details=r.details or None, model_version=r.model_version,
-        )
+        {"submission_id": submission_id, "verifier": r.verifier, "score": r.score, "probability": r.probability,
+         "explanation": r.explanation, "details": r.details or None, "model_version": r.model_version}
         for r in results
     ]
 

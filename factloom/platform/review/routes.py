@@ -27,7 +27,8 @@ def list_review(
     source: str | None = None,
     batch_id: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    # SQL's offsets are 64-bit integers: a deeper one would fail in the database, not answer empty
+    offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
 ) -> ReviewPage:
     rows, total = service.list_submissions(
         db=db, kb=None, kbs=principal.visible_kbs(kb), status=status, predicate=predicate, source=source,
