@@ -8,14 +8,18 @@ settings: the platform and the workers hand them plain values.
 from __future__ import annotations
 
 import secrets
+from dataclasses import MISSING, field, fields
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "get_settings", "NEO4J_VERSION", "DEFAULT_KB"]
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+__all__ = ["Settings", "get_settings", "setting", "from_settings", "NEO4J_VERSION", "DEFAULT_KB"]
 
 NEO4J_VERSION = "5.26.30"  # the same version docker-compose.yml pins
 DEFAULT_KB = "default"
@@ -58,8 +62,6 @@ class Settings(BaseSettings):
 
     # ingest limits, enforced at the edge before anything is written
     max_batch_facts: int = 1000
-    max_string_chars: int = 1000
-    max_evidence_chars: int = 10000
     check_chunk_size: int = 250  # submissions per Celery check task
     # submissions of one kb that may wait for their check; a POST beyond it is refused with 429 and
     # Retry-After ``ingest_backlog_retry_s`` instead of queueing without bound; 0: no limit
@@ -254,3 +256,20 @@ class Settings(BaseSettings):
 @lru_cache
 def get_settings() -> Settings:
     return Settings()
+
+
+Config = TypeVar("Config", bound="DataclassInstance")
+
+
+def setting(name: str, *, default: Any = MISSING) -> Any:
+    """A field of a job's config dataclass (``learn.monitor.MonitorConfig``) that is the setting
+    ``name``: :func:`from_settings` reads it from there, and its default is the setting's, so the
+    default and its meaning are written once, here, unless the job's own ``default`` differs."""
+    return field(default=Settings.model_fields[name].default if default is MISSING else default,
+                 metadata={"setting": name})
+
+
+def from_settings(cls: type[Config], settings: Settings, **values: Any) -> Config:
+    """``cls`` with each of its :func:`setting` fields read from ``settings``; ``values`` give the others."""
+    return cls(**{f.name: getattr(settings, f.metadata["setting"]) for f in fields(cls) if "setting" in f.metadata},
+               **values)

@@ -1,7 +1,7 @@
 """Every Prometheus metric FactLoom records, defined once (the catalogue in docs/operations.md, "Metrics").
 
 The names and labels are a contract with the alert rules (``deploy/prometheus/``) and the Grafana
-dashboard (``deploy/grafana/``); ``tests/test_metrics.py`` checks that every ``factloom_*`` name
+dashboard (``deploy/grafana/``); ``tests/platform/test_metrics.py`` checks that every ``factloom_*`` name
 they use is defined here or by the API's scrape-time collector
 (:class:`factloom.platform.metrics.LedgerCollector`).
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,7 +19,8 @@ from factloom.graph import Neo4jStore
 from factloom.ledger import Database
 from factloom.platform.auth.service import create_key
 from factloom.platform.migrate import migrate
-from factloom.platform.services import Neo4jService, PostgresService, RedisService, Service, services
+from factloom.platform.process import Service
+from factloom.platform.services import Neo4jService, PostgresService, RedisService, services
 from tests.services import (
     PORTS,
     apply_env,
@@ -144,3 +146,38 @@ def api(client_with: Callable[[str], httpx.Client]) -> httpx.Client:
 def anonymous(live: dict[str, Service], settings: Settings) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=settings.base_url, timeout=60) as client:
         yield client
+
+
+# --- model fixtures ---
+
+@pytest.fixture(scope="module")
+def tiny_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny randomly initialised CLIP checkpoint on disk (character-level tokens, 32-pixel images)."""
+    from transformers import (
+        CLIPConfig,
+        CLIPImageProcessor,
+        CLIPModel,
+        CLIPProcessor,
+        CLIPTextConfig,
+        CLIPTokenizerFast,
+        CLIPVisionConfig,
+    )
+
+    path = tmp_path_factory.mktemp("tiny-clip")
+    # a character-level vocabulary: every caption gets its own token ids (with no merges, each
+    # character is a token, and "x</w>" ends a word), so captions differ and the scores with them
+    chars = "abcdefghijklmnopqrstuvwxyz0123456789'.,-_"
+    tokens = ["<|startoftext|>", "<|endoftext|>", *chars, *(f"{c}</w>" for c in chars)]
+    vocab = {t: i for i, t in enumerate(tokens)}
+    tok = CLIPTokenizerFast(vocab=vocab, merges=[])
+    text = CLIPTextConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                          num_attention_heads=2, max_position_embeddings=77, projection_dim=8,
+                          bos_token_id=0, eos_token_id=1, pad_token_id=1)
+    vision = CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                              image_size=32, patch_size=16, projection_dim=8)
+    model = CLIPModel(CLIPConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=8))
+    model.save_pretrained(path)
+    CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": 32},
+                                                     crop_size={"height": 32, "width": 32}),
+                  tokenizer=tok).save_pretrained(path)
+    return path

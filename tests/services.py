@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from factloom.config import Settings, get_settings
-from factloom.platform.services import Service, child_env, stop_all
+from factloom.platform.process import Service, child_env
+from factloom.platform.services import stop_all
 
 __all__ = [
     "PORTS", "SLOT", "NEO4J_PASSWORD", "default_home", "make_settings", "apply_env", "claim_home",
@@ -56,17 +57,17 @@ def make_settings(home: Path) -> Settings:
         # the recovery test waits for the sweeper: keep its period short
         sweep_after_s=4.0,
         sweep_every_s=2.0,
-        # tests start updates themselves (tests/test_learn.py): none from the beat behind their backs
+        # tests start updates themselves (tests/learn/test_continual.py): none from the beat behind their backs
         learn_min_facts=10**9,
         learn_min_feedback=10**9,
         learn_lock_ttl_s=6.0,
-        # the model monitor judges periods of live traffic: tests/test_lifecycle.py runs it with a short
+        # the model monitor judges periods of live traffic: tests/learn/test_lifecycle.py runs it with a short
         # period on a beat of its own; the session's beat leaves every other test's versions alone
         monitor_period_s=3600.0,
         # a shadow answers every question the tests ask (it still gives way while others wait)
         shadow_sample=1.0,
         # the suite's many deliberate bad keys (schemathesis among them) come from one address; the
-        # failed-authentication limit is tested on an API of its own (tests/test_rate_limits.py)
+        # failed-authentication limit is tested on an API of its own (tests/platform/test_rate_limits.py)
         auth_failure_limit=0,
     )
 

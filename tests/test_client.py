@@ -1,7 +1,8 @@
 """The Python client tries again where the server asked it to, and only where that is safe.
 
 The server's side (which answers carry ``Retry-After``) is tested on the real services in
-tests/test_faults.py; here the answers are scripted, to see each rule of the client on its own."""
+tests/platform/ (test_recovery.py, test_overload.py, test_rate_limits.py); here the answers are
+scripted, to see each rule of the client on its own."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The packages' dependencies point one way (ARCHITECTURE.md): platform → workers → learn → verify
 → model → graph, ledger, config, metrics; the HTTP client stands alone. Read from the source with
-``ast``, imports inside functions included, so a lazy import cannot hide an edge."""
+``ast``, imports inside functions included, so a lazy import cannot hide an edge. The tests mirror
+the packages and share helpers only through ``tests/support`` (and the services of ``tests/services``)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,15 @@ LAYER = {
 }
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, package: str = "factloom") -> set[str]:
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("factloom."):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(f"{package}."):
             found.add(node.module)
+        elif isinstance(node, ast.ImportFrom) and node.module == package:  # from tests import test_x
+            found |= {f"{package}.{a.name}" for a in node.names}
         elif isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith("factloom.")}
+            found |= {a.name for a in node.names if a.name.startswith(f"{package}.")}
     return found
 
 
@@ -45,3 +48,16 @@ def test_the_model_layer_loads_without_the_neo4j_driver_or_the_ledger() -> None:
             "print(sorted(m for m in ('neo4j', 'sqlalchemy', 'factloom.config') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_tests_sit_beside_their_package_and_import_no_other_test() -> None:
+    tests = PACKAGE.parent / "tests"
+    wrong = []
+    for path in sorted(tests.rglob("*.py")):
+        folder = path.relative_to(tests).parts[0]
+        if folder not in ("support", path.name, "__pycache__") and folder not in LAYER:
+            wrong.append(f"{path.relative_to(tests)}: tests/{folder}/ names no package of factloom/")
+        for module in _imports(path, "tests"):
+            if module.split(".")[1] not in ("support", "services"):
+                wrong.append(f"{path.relative_to(tests)} imports {module}: share it through tests/support")
+    assert wrong == []

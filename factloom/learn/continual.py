@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import func, select
 
@@ -51,12 +51,15 @@ from factloom.ledger import (
 )
 
 __all__ = ["LearnConfig", "Outcome", "Progress", "reporter", "update_scorer", "committed_since", "new_facts",
-           "scorer_due", "filtered_mrr", "nothing_to_learn", "tried"]
+           "scorer_due", "filtered_mrr", "what_is_new", "tried"]
 
 log = logging.getLogger(__name__)
 
 Triple = tuple[str, str, str]
 Progress = Callable[[str], None]
+T = TypeVar("T")
+# what is new to a version: the items after an instant (all where ``None``), and the latest instant among them
+Since = Callable[[Database, str, datetime | None], tuple[list[T], datetime | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,15 +180,24 @@ def filtered_mrr(scorer: Any, triples: Sequence[Triple], *, candidates: int | No
     return float(scorer.reciprocal_ranks(list(triples), candidates=candidates).mean())
 
 
-def nothing_to_learn(db: Database, outcome: Outcome, watermark: datetime | None, minimum: int) -> bool:
-    """Whether an update has nothing to train: fewer than ``minimum`` new items (``outcome`` stays
-    ``skipped``), or a finished version learned them from the same parent already (``done``, idempotence)."""
-    if watermark is None or outcome.new_items < minimum:
-        return True
-    done = find_update(db, kind=outcome.kind, kb=outcome.kb, parent=outcome.parent, watermark=watermark)
+def what_is_new(db: Database, kind: str, kb: str, since: Since[T],
+                minimum: int) -> tuple[Outcome, ModelVersion | None, list[T], datetime | None]:
+    """How an update of ``kb``'s ``kind`` starts: the outcome so far, the active version (the parent),
+    the items ``since`` finds new to it, and their watermark (the latest instant among them).
+
+    The watermark is ``None`` where there is nothing to train: fewer than ``minimum`` new items
+    (``outcome`` stays ``skipped``), or a finished version learned them from the same parent already
+    (``done``, idempotence)."""
+    parent = active_version(db, kind=kind, kb=kb)
+    new, watermark = since(db, kb, watermark_of(parent))
+    outcome = Outcome(kb, kind, "skipped", parent=parent.id if parent else None, new_items=len(new))
+    if watermark is None or len(new) < minimum:
+        return outcome, parent, new, None
+    done = find_update(db, kind=kind, kb=kb, parent=outcome.parent, watermark=watermark)
     if done is not None:
         outcome.result, outcome.version, outcome.gates = "done", done.id, dict(done.gates or {})
-    return done is not None
+        return outcome, parent, new, None
+    return outcome, parent, new, watermark
 
 
 def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config: LearnConfig,
@@ -197,12 +209,9 @@ def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config
 
     say = progress or (lambda text: log.info("learn scorer %s: %s", kb, text))
     t0 = time.perf_counter()
-    parent = active_version(db, kind="scorer", kb=kb)
-    new, watermark = committed_since(db, kb, watermark_of(parent))
-    outcome = Outcome(kb, "scorer", "skipped", parent=parent.id if parent else None, new_items=len(new))
-    if nothing_to_learn(db, outcome, watermark, 1 if force else config.min_facts):
+    outcome, parent, new, watermark = what_is_new(db, "scorer", kb, committed_since, 1 if force else config.min_facts)
+    if watermark is None:
         return outcome
-    assert watermark is not None  # something is new
     if parent is None:
         say(f"first scorer, from {len(new)} committed facts")
         version, metrics = train_scorer(store, db, kb=kb, models_dir=models_dir, progress=False,

@@ -36,10 +36,10 @@ from factloom.learn.continual import (
     LearnConfig,
     Outcome,
     Progress,
-    nothing_to_learn,
     reporter,
     tried,
     watermark_of,
+    what_is_new,
 )
 from factloom.learn.gates import judge
 from factloom.learn.qa import QA, Job, fit, hits_at_1, prepare, train_kb
@@ -115,12 +115,10 @@ def update_reasoner(store: Any, embedder: Any, db: Database, *, kb: str, models_
     """One feedback update of ``kb``'s reasoner (the module's steps); ``force``: whatever is new."""
     say = progress or (lambda text: log.info("learn reasoner %s: %s", kb, text))
     t0 = time.perf_counter()
-    parent = active_version(db, kind="reasoner", kb=kb)
-    rows, watermark = feedback_since(db, kb, watermark_of(parent))
-    outcome = Outcome(kb, "reasoner", "skipped", parent=parent.id if parent else None, new_items=len(rows))
-    if nothing_to_learn(db, outcome, watermark, 1 if force else config.min_feedback):
+    outcome, parent, rows, watermark = what_is_new(db, "reasoner", kb, feedback_since,
+                                                   1 if force else config.min_feedback)
+    if watermark is None:
         return outcome
-    assert watermark is not None  # something is new
     new = questions_from(rows)
     if parent is None:
         say(f"first router and reasoner, from {len(new)} feedback questions")

@@ -45,6 +45,7 @@ from typing import Any
 import redis
 from sqlalchemy import Integer, func, select
 
+from factloom.config import Settings, from_settings, setting
 from factloom.learn.serving import Figures, merged, read, read_verdicts
 from factloom.ledger import (
     AnswerFeedback,
@@ -70,30 +71,25 @@ _LATENCY_FLOOR_MS = 50.0
 
 @dataclass(frozen=True)
 class MonitorConfig:
-    """The ``monitor_*`` and ``ab_*`` settings (``factloom/config.py``)."""
+    """The ``monitor_*`` and ``ab_*`` settings (``factloom/config.py`` says what each means)."""
 
-    fail_periods: int = 3
+    fail_periods: int = setting("monitor_fail_periods")
     # a look sooner than 0.8 periods after the last is skipped: looks queued behind other work and run
     # back to back must not count as several periods (0: every look counts)
-    period_s: float = 0.0
-    min_questions: int = 20
-    min_feedback: int = 20
-    error_margin: float = 0.05
-    latency_margin: float = 0.5
-    hits_margin: float = 0.10
-    verdict_margin: float = 0.15
-    ab_auto: bool = True
-    ab_margin: float = 0.02
-    ab_alpha: float = 0.05
+    period_s: float = setting("monitor_period_s", default=0.0)
+    min_questions: int = setting("monitor_min_questions")
+    min_feedback: int = setting("monitor_min_feedback")
+    error_margin: float = setting("monitor_error_margin")
+    latency_margin: float = setting("monitor_latency_margin")
+    hits_margin: float = setting("monitor_hits_margin")
+    verdict_margin: float = setting("monitor_verdict_margin")
+    ab_auto: bool = setting("ab_auto")
+    ab_margin: float = setting("ab_margin")
+    ab_alpha: float = setting("ab_alpha")
 
     @classmethod
-    def of(cls, settings: Any) -> MonitorConfig:
-        return cls(fail_periods=settings.monitor_fail_periods, period_s=settings.monitor_period_s,
-                   min_questions=settings.monitor_min_questions,
-                   min_feedback=settings.monitor_min_feedback, error_margin=settings.monitor_error_margin,
-                   latency_margin=settings.monitor_latency_margin, hits_margin=settings.monitor_hits_margin,
-                   verdict_margin=settings.monitor_verdict_margin,
-                   ab_auto=settings.ab_auto, ab_margin=settings.ab_margin, ab_alpha=settings.ab_alpha)
+    def of(cls, settings: Settings) -> MonitorConfig:
+        return from_settings(cls, settings)
 
 
 @dataclass

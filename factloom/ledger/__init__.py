@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from factloom.ledger.db import Database
+from factloom.ledger.pages import newest_first
 from factloom.ledger.registry import (
     Trial,
     activate_version,
@@ -40,5 +41,5 @@ __all__ = [
     "CheckResult", "Database", "FactSubmission", "IngestBatch",
     "ModelVersion", "ReviewDecision", "Status", "VersionStatus", "activate_version", "active_version",
     "active_versions", "find_update", "finish_update", "list_versions", "note_progress", "register_version",
-    "start_update", "Trial", "trial_versions", "start_trial", "end_trial", "rollback",
+    "start_update", "Trial", "trial_versions", "start_trial", "end_trial", "rollback", "newest_first",
 ]

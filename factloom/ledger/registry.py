@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from factloom.ledger.db import Database
 from factloom.ledger.tables import AuditEvent, ModelVersion, VersionStatus
@@ -132,9 +133,7 @@ def finish_update(db: Database, version: str, *, metrics: dict[str, Any], gates:
     (the previous active one retires) or, with ``ab_share``, goes on an A/B trial with that share;
     one that failed stays a ``candidate``."""
     with db.session() as session:
-        row = session.get(ModelVersion, version)
-        if row is None:
-            raise LookupError(f"no model version {version!r}")
+        row = _version(session, version)
         row.metrics, row.gates = metrics, gates
         if gates.get("passed") and ab_share:
             assert row.kb is not None
@@ -226,9 +225,7 @@ def end_trial(db: Database, version: str, *, actor: str, reason: str = "stopped 
     """Take ``version`` off its trial (back to ``candidate``), audited with ``reason``; one not on
     trial: :class:`ValueError`."""
     with db.session() as session:
-        row = session.get(ModelVersion, version)
-        if row is None:
-            raise LookupError(f"no model version {version!r}")
+        row = _version(session, version)
         if row.status not in TRIAL_MODES:
             raise ValueError(f"model version {version!r} is {row.status}, not on trial")
         row.status, row.traffic_share = VersionStatus.candidate.value, 0.0
@@ -263,15 +260,20 @@ def rollback(db: Database, *, kind: str, kb: str, actor: str, reason: str) -> tu
         return current.id, target.id
 
 
-def _servable(session: Any, version: str) -> ModelVersion:
+def _version(session: Session, version: str) -> ModelVersion:
     row = session.get(ModelVersion, version)
     if row is None:
         raise LookupError(f"no model version {version!r}")
+    return row
+
+
+def _servable(session: Any, version: str) -> ModelVersion:
+    row = _version(session, version)
     if row.kb is None:
         raise ValueError(f"model version {version!r} names no kb, so it cannot serve one")
     if not Path(row.artefact).exists():
         raise ValueError(f"model version {version!r} cannot serve: its artefact {row.artefact} is gone")
-    return row  # type: ignore[no-any-return]
+    return row
 
 
 def _retire(session: Any, kind: str, kb: str) -> list[str]:

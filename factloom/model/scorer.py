@@ -12,6 +12,9 @@ snapshot's names, :meth:`ComplExScorer.fit` continues training with an optional 
 (:mod:`factloom.model.ewc`) and ``keep_known``, and :meth:`ComplExScorer.fisher` measures the Fisher
 that penalty needs. Both run data-parallel across processes with ``distributed=True``
 (:mod:`factloom.model.distributed`).
+
+The tensor operator and its loss are :class:`~factloom.model.complex.ComplEx`; the filtered-rank and
+frequency lookups over the training facts are :class:`~factloom.model.known_facts.KnownFacts`.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ import torch
 from tqdm import tqdm
 
 from factloom.model.calibrate import Calibrator
+from factloom.model.complex import ComplEx
 from factloom.model.distributed import all_reduce_sum_, process_group, replicate, shard
 from factloom.model.ewc import ElasticWeights, empirical_fisher, grow_embedding
+from factloom.model.known_facts import KnownFacts
 
 __all__ = ["ComplExScorer", "FEATURE_NAMES"]
 
@@ -37,37 +42,6 @@ Triple = tuple[str, str, str]
 # per-triple numbers that ComplExScorer.features returns, in this order
 FEATURE_NAMES = ("raw", "probability", "log_tail_rank", "log_head_rank", "tail_z", "head_z", "log_head_degree",
                  "log_tail_degree", "log_head_rel", "log_rel_tail", "log_tails_per_head", "log_heads_per_tail")
-
-
-class _ComplEx(torch.nn.Module):
-    def __init__(self, n_ent: int, n_rel: int, rank: int, init: float = 1e-3) -> None:
-        super().__init__()
-        self.rank = rank
-        self.ent = torch.nn.Embedding(n_ent, 2 * rank)
-        self.rel = torch.nn.Embedding(2 * n_rel, 2 * rank)  # forward + reciprocal
-        with torch.no_grad():
-            self.ent.weight.mul_(init)
-            self.rel.weight.mul_(init)
-
-    def _parts(self, h: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        e, w = self.ent(h), self.rel(r)  # (B, 2R)
-        return e[:, : self.rank], e[:, self.rank :], w[:, : self.rank], w[:, self.rank :]
-
-    def query(self, h: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
-        hr, hi, rr, ri = self._parts(h, r)
-        qr = hr * rr - hi * ri  # (B, R)
-        qi = hr * ri + hi * rr
-        return qr, qi, (hr, hi, rr, ri)
-
-    def all_tails(self, h: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-        qr, qi, parts = self.query(h, r)
-        er, ei = self.ent.weight[:, : self.rank], self.ent.weight[:, self.rank :]
-        return qr @ er.T + qi @ ei.T, parts  # (B, E)
-
-    def pair(self, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        qr, qi, _ = self.query(h, r)
-        e = self.ent(t)
-        return (qr * e[:, : self.rank] + qi * e[:, self.rank :]).sum(-1)  # (B,)
 
 
 class ComplExScorer:
@@ -79,7 +53,7 @@ class ComplExScorer:
         self.entities = {e: i for i, e in enumerate(dict.fromkeys(entities))}
         self.relations = {r: i for i, r in enumerate(dict.fromkeys(relations))}
         self.rank = rank
-        self.model = _ComplEx(len(self.entities), len(self.relations), rank)
+        self.model = ComplEx(len(self.entities), len(self.relations), rank)
         self.calibrators: dict[str, Calibrator] = {}
         self.global_calibrator: Calibrator | None = None
         self.known = np.zeros((0, 3), dtype=np.int64)  # training facts by id, (N, 3)
@@ -98,26 +72,7 @@ class ComplExScorer:
 
     def _index(self) -> None:
         """Lookups over the known facts: filtered-rank masks and frequency counts."""
-        n_rel = len(self.relations)
-        k = self.known
-        self._tails: dict[int, np.ndarray] = {}  # key h * 2R + r -> known tails (reciprocal r for heads)
-        keys = np.concatenate([k[:, 0] * 2 * n_rel + k[:, 1], k[:, 2] * 2 * n_rel + k[:, 1] + n_rel])
-        vals = np.concatenate([k[:, 2], k[:, 0]])
-        order = np.argsort(keys, kind="stable")
-        keys, vals = keys[order], vals[order]
-        bounds = np.flatnonzero(np.diff(keys)) + 1
-        for ks, vs in zip(np.split(keys, bounds), np.split(vals, bounds), strict=True):
-            if len(ks):
-                self._tails[int(ks[0])] = vs
-        n_ent = len(self.entities)
-        self._degree = np.bincount(np.concatenate([k[:, 0], k[:, 2]]), minlength=n_ent).astype(np.float64)
-        self._head_rel = np.bincount(k[:, 0] * n_rel + k[:, 1], minlength=n_ent * n_rel).astype(np.float64)
-        self._rel_tail = np.bincount(k[:, 2] * n_rel + k[:, 1], minlength=n_ent * n_rel).astype(np.float64)
-        facts = np.bincount(k[:, 1], minlength=n_rel).astype(np.float64)
-        heads = np.bincount(np.flatnonzero(self._head_rel) % n_rel, minlength=n_rel)
-        tails = np.bincount(np.flatnonzero(self._rel_tail) % n_rel, minlength=n_rel)
-        self._tails_per_head = facts / np.maximum(heads, 1)  # how far from functional each relation is
-        self._heads_per_tail = facts / np.maximum(tails, 1)
+        self._facts = KnownFacts(self.known, len(self.entities), len(self.relations))
 
     @classmethod
     def from_triples(cls, triples: Sequence[Triple], rank: int = 64) -> ComplExScorer:
@@ -174,26 +129,6 @@ class ComplExScorer:
         fisher[name] = ewc.fisher[name].new_zeros(anchor[name].shape)
         fisher[name][rows] = ewc.fisher[name]
         return ElasticWeights(anchor, fisher, ewc.lam)
-
-    def _loss(self, b: torch.Tensor, negatives: int | None,
-              reduction: str = "mean") -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Softmax cross-entropy of the tails of ``b`` (B, 3), its mean (``reduction="sum"``: its sum,
-        0 for no rows), and the N3 factors (B, R) it touched."""
-        tail = self.model.ent(b[:, 2])  # (B, 2R)
-        if negatives is None or negatives >= len(self.entities):
-            logits, parts = self.model.all_tails(b[:, 0], b[:, 1])
-            loss = torch.nn.functional.cross_entropy(logits, b[:, 2], reduction=reduction)
-        else:
-            qr, qi, parts = self.model.query(b[:, 0], b[:, 1])
-            neg = self.model.ent(torch.randint(len(self.entities), (negatives,), device=b.device))  # (K, 2R)
-            own = (qr * tail[:, : self.rank] + qi * tail[:, self.rank :]).sum(-1, keepdim=True)  # (B, 1)
-            sampled = qr @ neg[:, : self.rank].T + qi @ neg[:, self.rank :].T  # (B, K)
-            loss = torch.nn.functional.cross_entropy(torch.cat([own, sampled], 1),
-                                                     torch.zeros(len(b), dtype=torch.long, device=b.device),
-                                                     reduction=reduction)
-        factors = [torch.sqrt(parts[0] ** 2 + parts[1] ** 2), torch.sqrt(parts[2] ** 2 + parts[3] ** 2),
-                   torch.sqrt(tail[:, : self.rank] ** 2 + tail[:, self.rank :] ** 2)]
-        return loss, factors
 
     def _both(self, ids: np.ndarray) -> torch.Tensor:
         """Facts (N, 3) and their reciprocals (t, r + n_rel, h): (2N, 3)."""
@@ -252,7 +187,7 @@ class ComplExScorer:
                     opt.step()
                     total += float(loss_sum)
                     continue
-                loss, factors = self._loss(b, negatives)
+                loss, factors = self.model.loss(b, negatives)
                 n3 = sum(torch.sum(torch.abs(f) ** 3) for f in factors) / len(b)
                 objective = loss + reg * n3
                 if ewc is not None:
@@ -276,7 +211,7 @@ class ComplExScorer:
         gradients, the gradient of the one-process objective (mean loss + reg · N3 / B + penalty).
         Returns (objective, the shard's summed loss)."""
         def objective(b: torch.Tensor, whole: int) -> tuple[torch.Tensor, torch.Tensor]:
-            loss_sum, factors = self._loss(b, negatives, reduction="sum")
+            loss_sum, factors = self.model.loss(b, negatives, reduction="sum")
             n3 = sum(torch.sum(torch.abs(f) ** 3) for f in factors)
             total = (loss_sum + reg * n3) * (world / whole)
             if ewc is not None:  # the same on every rank: averaging leaves it whole
@@ -302,7 +237,7 @@ class ComplExScorer:
         data = data[torch.from_numpy(rng.permutation(len(data)))].to(self.model.ent.weight.device)
         batches = [data[i : i + batch_size] for i in range(0, len(data), batch_size)]
         rank, world = process_group() if distributed else (0, 1)
-        return empirical_fisher(self.model, batches[rank::world], lambda b: self._loss(b, None)[0],
+        return empirical_fisher(self.model, batches[rank::world], lambda b: self.model.loss(b, None)[0],
                                 reduce=all_reduce_sum_ if world > 1 else None)
 
     def raw_scores(self, triples: Sequence[Triple], batch_size: int = 4096) -> list[float | None]:
@@ -325,9 +260,8 @@ class ComplExScorer:
         scores, _ = self.model.all_tails(q, r)  # (B, E)
         scores = scores[:, :candidates]  # (B, C)
         z = (scores.gather(1, target[:, None])[:, 0] - scores.mean(1)) / (scores.std(1) + 1e-9)  # (B,)
-        n_rel2 = 2 * len(self.relations)
         for row, (qi, ri, ti) in enumerate(zip(q.tolist(), r.tolist(), target.tolist(), strict=True)):
-            known = self._tails.get(qi * n_rel2 + ri)
+            known = self._facts.answers(qi, ri)
             if known is not None:
                 known = known[(known != ti) & (known < scores.shape[1])]
                 scores[row, torch.from_numpy(known)] = -torch.inf
@@ -368,15 +302,8 @@ class ComplExScorer:
                 sl = slice(i, i + batch_size)
                 tail_rank[sl], tail_z[sl] = self._filtered_ranks(b[:, 0], b[:, 1], b[:, 2])
                 head_rank[sl], head_z[sl] = self._filtered_ranks(b[:, 2], b[:, 1] + n_rel, b[:, 0])
-        h, r, t = ids[:, 0], ids[:, 1], ids[:, 2]
-        cols = {
-            "log_tail_rank": np.log(tail_rank), "log_head_rank": np.log(head_rank), "tail_z": tail_z, "head_z": head_z,
-            "log_head_degree": np.log1p(self._degree[h]), "log_tail_degree": np.log1p(self._degree[t]),
-            "log_head_rel": np.log1p(self._head_rel[h * n_rel + r]),
-            "log_rel_tail": np.log1p(self._rel_tail[t * n_rel + r]),
-            "log_tails_per_head": np.log(np.maximum(self._tails_per_head[r], 1.0)),
-            "log_heads_per_tail": np.log(np.maximum(self._heads_per_tail[r], 1.0)),
-        }
+        cols = {"log_tail_rank": np.log(tail_rank), "log_head_rank": np.log(head_rank), "tail_z": tail_z,
+                "head_z": head_z, **self._facts.frequencies(ids)}
         out: list[dict[str, float] | None] = []
         for i, k in enumerate(keep):
             if not k:

@@ -18,11 +18,11 @@ A 401 names the scheme it wants (``WWW-Authenticate: Bearer``, RFC 9110 §11.6.1
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 __all__ = [
     "PlatformError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "TooLarge", "Conflict", "TooManyRequests",
-    "Unavailable", "RETRY_AFTER_S",
+    "Unavailable", "RETRY_AFTER_S", "found",
 ]
 
 # what a 503 asks a client to wait when nothing better is known (a store restarting takes seconds)
@@ -86,3 +86,14 @@ class Unavailable(PlatformError):
 
     def __init__(self, detail: str, *, retry_after: float = RETRY_AFTER_S, **extra: Any) -> None:
         super().__init__(detail, retry_after=retry_after, **extra)
+
+
+T = TypeVar("T")
+
+
+def found(row: T | None, what: str) -> T:
+    """The row (entity, value) the caller looked up, or :class:`NotFound` ("no " + ``what``) where
+    it found none."""
+    if row is None:
+        raise NotFound(f"no {what}")
+    return row

@@ -2,7 +2,7 @@
 
 Each rule lives here once, and the JSON Schema each type publishes says exactly what it accepts,
 so that a client generating requests from ``/openapi.json`` is refused only for what the schema
-forbids (schemathesis checks both ways, ``tests/test_api_conformance.py``).
+forbids (schemathesis checks both ways, ``tests/platform/test_api_conformance.py``).
 
 * :data:`Instant` — a moment a client sends: an RFC 3339 string (``2024-01-01T00:00:00Z``,
   ``2024-01-01T02:00:00+02:00``) with its time zone, read as UTC. A number (``0``) or a date

@@ -1,10 +1,12 @@
 """Learned, calibrated fusion of verifier outputs with certified three-way thresholds.
 
-Each claim's verifier results become one feature row: per configured verifier the logit of its
-probability and an abstain indicator, plus chosen numeric ``details`` (for example the plausibility
-scorer's filtered ranks). A classifier (gradient boosting, or logistic regression) is fitted on one
-part of the labelled validation facts; the other part — never seen by the classifier — fits an
-isotonic (or Platt) calibration and then certifies the thresholds with :mod:`factloom.verify.certify`:
+Each claim's verifier results become one feature row (:mod:`factloom.verify.fuse_features`): per
+configured verifier the logit of its probability and an abstain indicator, plus chosen numeric
+``details`` (for example the plausibility scorer's filtered ranks). A classifier (gradient boosting,
+or logistic regression) is fitted on one part of the labelled validation facts; the other part —
+never seen by the classifier — fits an isotonic (or Platt) calibration and then certifies the
+thresholds with :mod:`factloom.verify.certify` (where the scan begins and how a certificate reads:
+:mod:`factloom.verify.fuse_thresholds`):
 
 * accept: the lowest threshold whose one-sided 95 % Clopper–Pearson bound on the error among
   auto-accepted facts is within ``target`` (default 0.0007); none when it cannot be certified;
@@ -29,7 +31,6 @@ import hashlib
 import json
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +43,14 @@ from sklearn.preprocessing import StandardScaler
 
 from factloom.model.calibrate import Calibrator, expected_calibration_error
 from factloom.verify.base import Verdict, VerifierResult
-from factloom.verify.certify import Certificate, certify_accept_threshold, clopper_pearson_upper, min_clean_accepts
+from factloom.verify.certify import Certificate, certify_accept_threshold
+from factloom.verify.fuse_features import Rows, feature_names, featurize
+from factloom.verify.fuse_thresholds import shown_as_probability, start_block, why_uncertified
 from factloom.verify.fusion import Fused
 
 __all__ = ["LearnedFusion", "FUSION_FORMAT"]
 
 FUSION_FORMAT = "factloom-fusion-1"
-Rows = Sequence[Sequence[VerifierResult]]
-_EPS = 1e-4
 
 
 class LearnedFusion:
@@ -109,29 +110,12 @@ class LearnedFusion:
 
     @property
     def feature_names(self) -> list[str]:
-        names = [f"{v}:{k}" for v in self.verifiers for k in ("logit", "abstain")]
-        return names + [f"{v}:{k}" for v, keys in self.details.items() for k in keys]
+        return feature_names(self.verifiers, self.details)
 
     def featurize(self, rows: Rows) -> np.ndarray:
-        """(N, F) features; missing values are NaN for gradient boosting, 0 for logistic regression."""
-        out = np.full((len(rows), len(self.feature_names)), np.nan)
-        for i, results in enumerate(rows):
-            by = {r.verifier: r for r in results}
-            for j, v in enumerate(self.verifiers):
-                r = by.get(v)
-                if r is None or r.probability is None:
-                    out[i, 2 * j + 1] = 1.0
-                    continue
-                p = min(max(float(r.probability), _EPS), 1 - _EPS)
-                out[i, 2 * j], out[i, 2 * j + 1] = np.log(p / (1 - p)), 0.0
-            col = 2 * len(self.verifiers)
-            for v, keys in self.details.items():
-                r = by.get(v)
-                for k in keys:
-                    value = r.details.get(k) if r is not None and r.probability is not None else None
-                    if isinstance(value, int | float):
-                        out[i, col] = float(value)
-                    col += 1
+        """(N, F) features (:mod:`factloom.verify.fuse_features`); missing values are NaN for gradient
+        boosting, 0 for logistic regression."""
+        out = featurize(rows, self.verifiers, self.details)
         return out if self.method == "gbdt" else np.nan_to_num(out, nan=0.0)
 
     def _new_model(self) -> Any:
@@ -260,60 +244,25 @@ class LearnedFusion:
             self.reject_target = reject_target
         s = np.asarray(scores, dtype=np.float64)
         y = np.asarray(labels, dtype=np.int64)
-        acc = certify_accept_threshold(self._start(s, self.target).tolist(), y.tolist(), target=self.target,
+        scan = {"alpha": self.alpha, "start": self.start}  # where the scan begins; why it found nothing
+        acc = certify_accept_threshold(start_block(s, self.target, **scan).tolist(), y.tolist(), target=self.target,
                                        alpha=self.alpha)
-        rej = certify_accept_threshold(self._start(-s, self.reject_target).tolist(), (1 - y).tolist(),
+        rej = certify_accept_threshold(start_block(-s, self.reject_target, **scan).tolist(), (1 - y).tolist(),
                                        target=self.reject_target, alpha=self.alpha)
         self.accept_raw = acc.threshold
         self.reject_raw = None if rej.threshold is None else -rej.threshold
         if self.accept_raw is not None and self.reject_raw is not None and self.reject_raw >= self.accept_raw:
             self.reject_raw = None  # cannot happen with small targets; never let the two overlap
         self.accept, self.reject = self._prob(self.accept_raw), self._prob(self.reject_raw)
-        self.certificate = self._shown(acc, self.accept, "p >=", self._why(s, y, self.target))
-        self.reject_certificate = self._shown(rej, self.reject, "p <=", self._why(-s, 1 - y, self.reject_target))
+        self.certificate = shown_as_probability(acc, self.accept, "p >=", why_uncertified(s, y, self.target, **scan))
+        self.reject_certificate = shown_as_probability(rej, self.reject, "p <=",
+                                                       why_uncertified(-s, 1 - y, self.reject_target, **scan))
         self.version = self._version()
-
-    def _start(self, s: np.ndarray, target: float) -> np.ndarray:
-        """Where the fixed sequence of tests begins: the top ``start * min_clean_accepts`` scores form one block.
-
-        Starting at the fewest facts that could pass would demand a spotless top; one wrong fact there
-        ends the scan. A first test on a larger block tolerates a few. The block is chosen from the
-        scores alone, before any label is looked at, so the fixed-sequence guarantee is unchanged.
-        """
-        n0 = min(len(s), int(np.ceil(self.start * min_clean_accepts(target, self.alpha))))
-        if n0 <= 1:
-            return s
-        out = s.copy()
-        top = np.argsort(-s, kind="stable")[:n0]
-        out[top] = s[top[-1]]
-        return out
 
     def _prob(self, raw: float | None) -> float | None:
         if raw is None or self.calibrator is None:
             return None
         return float(self.calibrator.predict([raw])[0])
-
-    def _why(self, s: np.ndarray, y: np.ndarray, target: float) -> str:
-        """Why nothing passed: too few facts at all, or too many errors in the first block tested."""
-        need = min_clean_accepts(target, self.alpha)
-        if len(s) < need:
-            return (f"cannot certify {target:g}: needs at least {need} error-free accepted validation facts "
-                    f"at {1 - self.alpha:.0%} confidence; validation has {len(s)} facts")
-        n0 = min(len(s), int(np.ceil(self.start * need)))
-        k0 = int((y[np.argsort(-s, kind="stable")[:n0]] == 0).sum())
-        return (f"cannot certify {target:g}: the first block tested (top {n0} of {len(s)} validation facts) has "
-                f"{k0} errors, {1 - self.alpha:.0%} UCB {clopper_pearson_upper(k0, n0, self.alpha):.4f} > {target:g}")
-
-    def _shown(self, cert: Certificate, prob: float | None, side: str, why: str) -> Certificate:
-        """The certificate with its threshold as a calibrated probability (the scan ran on log-odds)."""
-        if not cert.certified:
-            return replace(cert, reason=why)
-        if prob is None:
-            return cert
-        wrong = "true facts" if side == "p <=" else "errors"
-        reason = (f"{cert.errors}/{cert.accepted} {wrong} at fused {side} {prob:.4f}; {1 - cert.alpha:.0%} UCB "
-                  f"{cert.upper_bound:.5f} <= {cert.target:g}")
-        return replace(cert, threshold=prob, reason=reason)
 
     def predict_proba(self, rows: Rows) -> np.ndarray:
         """Calibrated probability of truth per row (NaN where every verifier abstained)."""

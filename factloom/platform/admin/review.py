@@ -20,7 +20,7 @@ from factloom.graph import Neo4jStore, StoredFact, fact_id_for
 from factloom.graph.explore import Neighbourhood, neighbourhood
 from factloom.ledger import AuditEvent, CheckResult, Database, FactSubmission, ReviewDecision, Status
 from factloom.ledger.tables import Decision, new_id
-from factloom.platform.errors import BadRequest, Conflict, NotFound
+from factloom.platform.errors import BadRequest, Conflict, NotFound, found
 from factloom.platform.ingest.schemas import FactIn
 from factloom.platform.review import service as review
 
@@ -79,9 +79,7 @@ class Conflicting:
 
 def load_item(*, db: Database, submission_id: str) -> Item:
     with db.session() as session:
-        row = session.get(FactSubmission, submission_id)
-        if row is None:
-            raise NotFound(f"no submission {submission_id}")
+        row = found(session.get(FactSubmission, submission_id), f"submission {submission_id}")
         checks = [
             Check(c.verifier, c.probability, c.score, c.explanation or "", dict(c.details or {}), c.model_version)
             for c in session.scalars(select(CheckResult).where(CheckResult.submission_id == submission_id)
@@ -160,22 +158,18 @@ def decide(
 
 def correct(
     *, db: Database, submission_id: str, subject: str, predicate: str, obj: str, reason: str, actor: str,
-    max_chars: int = 1000,
 ) -> str:
-    """Reject the claim as submitted and accept its corrected form; returns the new submission's id."""
+    """Reject the claim as submitted and accept its corrected form; returns the new submission's id.
+    The corrected claim obeys the API's rules for a fact (:class:`FactIn`: names of 1 to 1000 characters…)."""
     reason = reason.strip()[:2000]
     with db.session() as session:
-        row = session.get(FactSubmission, submission_id)
-        if row is None:
-            raise NotFound(f"no submission {submission_id}")
+        row = found(session.get(FactSubmission, submission_id), f"submission {submission_id}")
         try:
             fact = FactIn(subject=subject, predicate=predicate, object=obj, source=row.source,
                           valid_from=row.valid_from, valid_to=row.valid_to)
         except ValidationError as exc:
             first = exc.errors()[0]
             raise BadRequest(f"corrected {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
-        if any(len(v) > max_chars for v in (fact.subject, fact.object)):
-            raise BadRequest(f"names are limited to {max_chars} characters")
         if (fact.subject, fact.predicate, fact.object) == (row.subject, row.predicate, row.object):
             raise BadRequest("the corrected claim is the same as the submitted one; accept it instead")
         if row.status is not Status.needs_review:

@@ -19,7 +19,7 @@ from factloom.platform.admin.batches import knowledge_bases
 from factloom.platform.admin.render import PREFIX, AdminRoute, flash, redirect, render
 from factloom.platform.admin.visuals import answer_elements, neighbourhood_elements
 from factloom.platform.deps import ResourcesDep
-from factloom.platform.errors import BadRequest, NotFound, PlatformError
+from factloom.platform.errors import BadRequest, PlatformError, found
 from factloom.platform.feedback import service as feedback_service
 from factloom.platform.feedback.schemas import FeedbackItem
 from factloom.platform.query import service as query_service
@@ -73,9 +73,8 @@ def entity_page(
 ) -> Response:
     kb = _kb(kb)
     at = parse_as_of(as_of)
-    entity = get_entity(resources.store, kb=kb, entity_id=entity_id)
-    if entity is None:
-        raise NotFound(f"no entity {entity_id} in knowledge base {kb!r}")
+    entity = found(get_entity(resources.store, kb=kb, entity_id=entity_id),
+                   f"entity {entity_id} in knowledge base {kb!r}")
     facts = entity_facts(resources.store, kb=kb, entity_id=entity_id, as_of=at, history=bool(history))
     graph = neighbourhood(resources.store, kb=kb, entity_ids=[entity_id], as_of=at, per_node=NEIGHBOURS)
     by_predicate: dict[tuple[str, bool], list[Any]] = {}

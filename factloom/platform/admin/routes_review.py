@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Form, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from factloom.graph.errors import GraphUnavailable
 from factloom.ledger import Status
@@ -153,22 +154,26 @@ def correct(
 ) -> Response:
     start = time.time()
     new_id = review.correct(db=resources.db, submission_id=submission_id, subject=subject, predicate=predicate,
-                            obj=object, reason=reason, actor=me.actor,
-                            max_chars=resources.settings.max_string_chars)
+                            obj=object, reason=reason, actor=me.actor)
     return flash(request, redirect(f"{PREFIX}/review/{new_id}?{back}"),
                  f"Corrected and accepted as {new_id[:8]}; the original is rejected", undo=(start, time.time()))
 
 
 @router.post("/queue/bulk")
 async def bulk(request: Request, me: Reviewer, resources: ResourcesDep) -> Response:
+    # async to read the form's repeated ``ids``; the ledger's blocking SQL runs on a worker thread
     form = await request.form()
-    ids = [str(v) for v in form.getlist("ids")]
-    decision = str(form.get("decision", ""))
-    reason = str(form.get("reason", ""))
-    back = str(form.get("back", ""))
+    return await run_in_threadpool(_bulk, request, me, resources, [str(v) for v in form.getlist("ids")],
+                                   {k: str(v) for k, v in form.items() if k != "ids"})
+
+
+def _bulk(request: Request, me: AdminSession, resources: Resources, ids: list[str], form: dict[str, str]) -> Response:
+    decision = form.get("decision", "")
+    reason = form.get("reason", "")
+    back = form.get("back", "")
     if decision not in ("accept", "reject"):
         raise BadRequest("choose accept or reject")
-    match = str(form.get("match", ""))
+    match = form.get("match", "")
     if not ids and match:  # a whole group: what its filters match now, a page at most, confirmed next
         group = q.list_queue(db=resources.db, filters=_filters_from(match), limit=review.MAX_BULK)
         ids = [r.id for r in group.rows]
@@ -191,8 +196,12 @@ async def bulk(request: Request, me: Reviewer, resources: ResourcesDep) -> Respo
 async def keep(request: Request, me: Reviewer, resources: ResourcesDep) -> Response:
     """Keep one of a (subject, predicate)'s rival values waiting for review and reject the others."""
     form = await request.form()
-    kept, back = str(form.get("keep", "")), str(form.get("back", ""))
-    rivals = [str(v) for v in form.getlist("ids")]
+    return await run_in_threadpool(_keep, request, me, resources, str(form.get("keep", "")),
+                                   [str(v) for v in form.getlist("ids")], str(form.get("back", "")))
+
+
+def _keep(request: Request, me: AdminSession, resources: Resources, kept: str, rivals: list[str],
+          back: str) -> Response:
     if not kept or kept not in rivals:
         raise BadRequest("choose the value to keep among the group's")
     start = time.time()

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from factloom.ledger import AuditEvent, Database
 from factloom.ledger.tables import SignIn, UserAccount, utcnow
-from factloom.platform.errors import BadRequest, Conflict, NotFound
+from factloom.platform.errors import BadRequest, Conflict, found
 
 __all__ = [
     "ROLES", "User", "hash_password", "verify_password", "create_user", "check_login",
@@ -116,9 +116,7 @@ def list_users(*, db: Database) -> list[User]:
 
 def set_disabled(*, db: Database, name: str, disabled: bool, actor: str) -> User:
     with db.session() as session:
-        row = session.scalar(select(UserAccount).where(UserAccount.name == name))
-        if row is None:
-            raise NotFound(f"no user {name!r}")
+        row = found(session.scalar(select(UserAccount).where(UserAccount.name == name)), f"user {name!r}")
         row.disabled_at = utcnow() if disabled else None
         if disabled:
             _revoke_all(session, row.id)
@@ -132,9 +130,7 @@ def set_password(*, db: Database, name: str, password: str, actor: str) -> User:
     """Give the account a new password and end every sign-in it has."""
     _check_password(password)
     with db.session() as session:
-        row = session.scalar(select(UserAccount).where(UserAccount.name == name))
-        if row is None:
-            raise NotFound(f"no user {name!r}")
+        row = found(session.scalar(select(UserAccount).where(UserAccount.name == name)), f"user {name!r}")
         row.password_hash = hash_password(password)
         ended = _revoke_all(session, row.id)
         session.add(AuditEvent(actor=actor, action="user.password", target=f"user:{name}",

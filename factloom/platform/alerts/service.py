@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from sqlalchemy import case, select
 from sqlalchemy.exc import IntegrityError
 
-from factloom.ledger import Database
+from factloom.ledger import Database, newest_first
 from factloom.ledger.tables import AlertEvent, as_utc
 from factloom.platform.alerts.schemas import AlertIn
 
@@ -75,17 +75,7 @@ def _record(db: Database, alerts: Sequence[AlertIn], now: datetime) -> list[Aler
 def list_alerts(*, db: Database, status: str | None = None, alertname: str | None = None, kb: str | None = None,
                 before: int | None = None, limit: int = 100) -> list[AlertEvent]:
     """Newest first (by when each firing was first received); ``before`` pages on past that row id."""
-    query = select(AlertEvent).order_by(AlertEvent.id.desc()).limit(limit)
-    if status:
-        query = query.where(AlertEvent.status == status)
-    if alertname:
-        query = query.where(AlertEvent.alertname == alertname)
-    if kb:
-        query = query.where(AlertEvent.kb == kb)
-    if before is not None:
-        query = query.where(AlertEvent.id < before)
-    with db.session() as session:
-        return list(session.scalars(query).all())
+    return newest_first(db, AlertEvent, before=before, limit=limit, status=status, alertname=alertname, kb=kb)
 
 
 def firing_first(*, db: Database, limit: int = 50) -> list[AlertEvent]:

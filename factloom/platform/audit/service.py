@@ -9,9 +9,7 @@ and ``review.correct`` (a decision, an admin's correction), ``model.activate`` a
 
 from __future__ import annotations
 
-from sqlalchemy import select
-
-from factloom.ledger import AuditEvent, Database
+from factloom.ledger import AuditEvent, Database, newest_first
 
 __all__ = ["list_events"]
 
@@ -20,14 +18,6 @@ def list_events(*, db: Database, action: str | None = None, actor: str | None = 
                 before: int | None = None, limit: int = 100) -> list[AuditEvent]:
     """Newest first. ``action`` matches a whole action (``key.revoke``) or its family (``key``);
     ``actor`` and ``target`` match exactly; ``before`` pages on, past the row of that id."""
-    query = select(AuditEvent).order_by(AuditEvent.id.desc()).limit(limit)
-    if action:
-        query = query.where((AuditEvent.action == action) | AuditEvent.action.startswith(action + ".", autoescape=True))
-    if actor:
-        query = query.where(AuditEvent.actor == actor)
-    if target:
-        query = query.where(AuditEvent.target == target)
-    if before is not None:
-        query = query.where(AuditEvent.id < before)
-    with db.session() as session:
-        return list(session.scalars(query).all())
+    family = [] if not action else [
+        (AuditEvent.action == action) | AuditEvent.action.startswith(action + ".", autoescape=True)]
+    return newest_first(db, AuditEvent, *family, before=before, limit=limit, actor=actor, target=target)

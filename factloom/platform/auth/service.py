@@ -28,7 +28,7 @@ from sqlalchemy import select
 
 from factloom.graph.store import KB_PATTERN
 from factloom.ledger import ApiKey, AuditEvent, Database
-from factloom.platform.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
+from factloom.platform.errors import BadRequest, Conflict, Forbidden, Unauthorized, found
 
 __all__ = [
     "SCOPES", "KEY_TTL_S", "MAX_KEY_DAYS", "Principal", "KeyCache", "KeyInfo", "create_key", "authenticate",
@@ -214,9 +214,7 @@ def create_key(
 
 def get_key(*, db: Database, key_id: str) -> KeyInfo:
     with db.session() as session:
-        row = session.get(ApiKey, key_id)
-        if row is None:
-            raise NotFound(f"no API key {key_id}")
+        row = found(session.get(ApiKey, key_id), f"API key {key_id}")
         return KeyInfo.of(row)
 
 
@@ -233,9 +231,7 @@ def revoke_key(*, db: Database, key_id: str, actor: str) -> KeyInfo:
     """Revoke a key from now on (API processes refuse it within :data:`KEY_TTL_S`); revoking a
     revoked key changes nothing and is not audited again."""
     with db.session() as session:
-        row = session.get(ApiKey, key_id, with_for_update=True)
-        if row is None:
-            raise NotFound(f"no API key {key_id}")
+        row = found(session.get(ApiKey, key_id, with_for_update=True), f"API key {key_id}")
         if row.revoked_at is None:
             row.revoked_at = datetime.now(timezone.utc)
             session.add(AuditEvent(actor=actor, action="key.revoke", target=f"key:{row.id}",
@@ -249,9 +245,7 @@ def rotate_key(*, db: Database, key_id: str, actor: str, expires_at: datetime | 
     plaintext (shown once) and what may be shown of it."""
     now = datetime.now(timezone.utc)
     with db.session() as session:
-        old = session.get(ApiKey, key_id, with_for_update=True)
-        if old is None:
-            raise NotFound(f"no API key {key_id}")
+        old = found(session.get(ApiKey, key_id, with_for_update=True), f"API key {key_id}")
         if old.revoked_at is not None:
             raise Conflict(f"API key {key_id} is revoked; create a new one")
         if old.expires_at is not None and old.expires_at <= now:

@@ -18,7 +18,7 @@ from sqlalchemy import ColumnElement, func, select, update
 
 from factloom.ledger import AuditEvent, AuditSample, Database, FactSubmission, ReviewDecision, Status
 from factloom.ledger.tables import AUDIT_LABELS, utcnow
-from factloom.platform.errors import BadRequest, Conflict, NotFound
+from factloom.platform.errors import BadRequest, Conflict, found
 
 __all__ = ["BlindItem", "next_item", "label", "backlog", "AUDIT_REASON", "SKIP"]
 
@@ -83,9 +83,7 @@ def label(*, db: Database, sample_id: int, value: str, actor: str) -> bool:
     if value not in AUDIT_LABELS:
         raise BadRequest(f"unknown audit label {value!r}; one of {', '.join(AUDIT_LABELS)}")
     with db.session() as session:
-        sample = session.get(AuditSample, sample_id)
-        if sample is None:
-            raise NotFound(f"no audit sample {sample_id}")
+        sample = found(session.get(AuditSample, sample_id), f"audit sample {sample_id}")
         changed = session.execute(  # type: ignore[attr-defined]
             update(AuditSample).where(AuditSample.id == sample_id, AuditSample.label.is_(None))
             .values(label=value, labelled_by=actor, labelled_at=utcnow())

@@ -19,7 +19,7 @@ from factloom.graph.types import entity_key, fact_id_for
 from factloom.ledger import AuditEvent, Database, FactSubmission, IngestBatch, Status
 from factloom.ledger.evidence import InvalidEvidence, check_image, store_image
 from factloom.ledger.tables import new_id
-from factloom.platform.errors import BadRequest, NotFound, TooLarge, TooManyRequests
+from factloom.platform.errors import BadRequest, TooLarge, TooManyRequests, found
 from factloom.platform.ingest.schemas import FactIn
 
 __all__ = ["Submitted", "submission_key", "submit", "get_batch", "get_submission", "enqueue"]
@@ -166,9 +166,7 @@ def enqueue(ids: list[str], chunk: int) -> None:
 
 def get_batch(*, db: Database, batch_id: str) -> tuple[IngestBatch, dict[str, int]]:
     with db.session() as session:
-        batch = session.get(IngestBatch, batch_id)
-        if batch is None:
-            raise NotFound(f"no batch {batch_id}")
+        batch = found(session.get(IngestBatch, batch_id), f"batch {batch_id}")
         rows = session.execute(
             select(FactSubmission.status, func.count())
             .where(FactSubmission.batch_id == batch_id)
@@ -181,8 +179,6 @@ def get_batch(*, db: Database, batch_id: str) -> tuple[IngestBatch, dict[str, in
 
 def get_submission(*, db: Database, submission_id: str) -> FactSubmission:
     with db.session() as session:
-        row = session.get(FactSubmission, submission_id)
-        if row is None:
-            raise NotFound(f"no submission {submission_id}")
+        row = found(session.get(FactSubmission, submission_id), f"submission {submission_id}")
         _ = row.checks  # load while the session is open
         return row

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
 from factloom.platform.deps import AdminKey, DbDep, ResourcesDep
 from factloom.platform.ingest.schemas import KbName
@@ -26,6 +26,16 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1", tags=["models"])
 
 
+def _in_reach(version: str, principal: AdminKey, db: DbDep) -> str:
+    """The path's ``version``, once the key may act on its kb (404 for an unknown version, 403 for one
+    of a kb the key does not reach)."""
+    principal.require_kb(service.kb_of(db=db, version=version))
+    return version
+
+
+VersionInReach = Annotated[str, Depends(_in_reach)]
+
+
 @router.get("/models", response_model=ModelPage)
 def list_models(
     principal: AdminKey, db: DbDep, kind: Literal["router", "reasoner", "scorer", "fusion"] | None = None,
@@ -37,24 +47,21 @@ def list_models(
 
 
 @router.post("/models/{version}/activate", response_model=ModelVersionOut)
-def activate(version: str, principal: AdminKey, db: DbDep) -> ModelVersionOut:
+def activate(version: VersionInReach, principal: AdminKey, db: DbDep) -> ModelVersionOut:
     """Serve ``version`` for its kind and kb; the one active before retires (a swap or a rollback)."""
-    principal.require_kb(service.kb_of(db=db, version=version))
     return ModelVersionOut.of(service.activate(db=db, version=version, actor=principal.actor))
 
 
 @router.post("/models/{version}/promote", response_model=ModelVersionOut)
-def promote(version: str, principal: AdminKey, db: DbDep) -> ModelVersionOut:
+def promote(version: VersionInReach, principal: AdminKey, db: DbDep) -> ModelVersionOut:
     """End ``version``'s trial by serving it for all of the kb's questions (the same as ``activate``)."""
-    principal.require_kb(service.kb_of(db=db, version=version))
-    return ModelVersionOut.of(service.activate(db=db, version=version, actor=principal.actor))
+    return activate(version, principal, db)
 
 
 @router.post("/models/{version}/shadow", response_model=ModelVersionOut)
-def shadow(version: str, principal: AdminKey, db: DbDep) -> ModelVersionOut:
+def shadow(version: VersionInReach, principal: AdminKey, db: DbDep) -> ModelVersionOut:
     """Let ``version`` answer every question of its kb beside the active version, unseen: its latency
     and its agreement with the active version are recorded (``GET /v1/models/{version}/figures``)."""
-    principal.require_kb(service.kb_of(db=db, version=version))
     return ModelVersionOut.of(service.try_version(db=db, version=version, mode="shadow", actor=principal.actor))
 
 
@@ -62,15 +69,14 @@ def shadow(version: str, principal: AdminKey, db: DbDep) -> ModelVersionOut:
 def ab(version: str, body: AbRequest, principal: AdminKey, db: DbDep) -> ModelVersionOut:
     """Send ``share`` of the kb's questions to ``version`` instead of the active one, sticky per API
     key. The monitor promotes or stops it when its sequential test decides (``ab_auto``)."""
-    principal.require_kb(service.kb_of(db=db, version=version))
+    _in_reach(version, principal, db)  # not a dependency: a malformed body is answered first (422)
     return ModelVersionOut.of(service.try_version(db=db, version=version, mode="ab", share=body.share,
                                                   actor=principal.actor))
 
 
 @router.post("/models/{version}/stop", response_model=ModelVersionOut)
-def stop(version: str, principal: AdminKey, db: DbDep) -> ModelVersionOut:
+def stop(version: VersionInReach, principal: AdminKey, db: DbDep) -> ModelVersionOut:
     """Take ``version`` off its shadow or A/B trial; it stays a candidate."""
-    principal.require_kb(service.kb_of(db=db, version=version))
     return ModelVersionOut.of(service.stop_trial(db=db, version=version, actor=principal.actor))
 
 

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from factloom.learn import UPDATES
 from factloom.learn.serving import Figures, read
 from factloom.ledger import Database, ModelVersion, activate_version, end_trial, list_versions, rollback, start_trial
-from factloom.platform.errors import Conflict, NotFound
+from factloom.platform.errors import Conflict, NotFound, found
 
 __all__ = ["list_models", "kb_of", "activate", "unlearned", "request_update", "try_version", "stop_trial",
            "roll_back", "figures", "get"]
@@ -50,10 +50,7 @@ def kb_of(*, db: Database, version: str) -> str | None:
 
 def get(*, db: Database, version: str) -> ModelVersion:
     with db.session() as session:
-        row = session.get(ModelVersion, version)
-        if row is None:
-            raise NotFound(f"no model version {version!r}")
-        return row
+        return found(session.get(ModelVersion, version), f"model version {version!r}")
 
 
 def activate(*, db: Database, version: str, actor: str) -> ModelVersion:

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from factloom.graph import GraphUnavailable, Neo4jStore
 from factloom.ledger import AuditEvent, CheckResult, Database, FactSubmission, ReviewDecision, Status
 from factloom.ledger.tables import Decision, utcnow
-from factloom.platform.errors import BadRequest, Conflict, NotFound
+from factloom.platform.errors import BadRequest, Conflict, found
 from factloom.verify.reasons import review_reason
 
 __all__ = ["list_submissions", "kb_of", "decide", "reopen", "move", "DECISIONS", "DECIDED", "SECOND_OPINION",
@@ -68,9 +68,7 @@ def kb_of(*, db: Database, submission_id: str) -> str:
     """The kb a submission belongs to (it never changes)."""
     with db.session() as session:
         kb = session.scalar(select(FactSubmission.kb).where(FactSubmission.id == submission_id))
-    if kb is None:
-        raise NotFound(f"no submission {submission_id}")
-    return kb
+    return found(kb, f"submission {submission_id}")
 
 
 def decide(
@@ -93,9 +91,7 @@ def decide(
         raise BadRequest(f"unknown decision {decision!r}; one of {', '.join(DECISIONS)}")
     new_status = Status.rejected if decision == Decision.reject.value else Status.reviewed
     with db.session() as session:
-        row = session.get(FactSubmission, submission_id)
-        if row is None:
-            raise NotFound(f"no submission {submission_id}")
+        row = found(session.get(FactSubmission, submission_id), f"submission {submission_id}")
         if row.status not in REVIEWABLE:
             raise Conflict(f"submission {submission_id} is {row.status.value}, not waiting for review")
         given = list(session.scalars(select(ReviewDecision).where(ReviewDecision.submission_id == submission_id)))
@@ -209,9 +205,7 @@ def reopen(
     from factloom.workers.pipeline import retract_submissions
 
     with db.session() as session:
-        row = session.get(FactSubmission, submission_id)
-        if row is None:
-            raise NotFound(f"no submission {submission_id}")
+        row = found(session.get(FactSubmission, submission_id), f"submission {submission_id}")
         decisions = list(session.scalars(select(ReviewDecision).where(ReviewDecision.submission_id == submission_id)
                                          .order_by(ReviewDecision.created_at)))
         if undo_within_s is not None:
