@@ -39,7 +39,7 @@ if [ "${#pkgs[@]}" -gt 0 ]; then
 else
   say "OS packages present (redis-server, postgresql, java, mvn, npm, chromium)"
 fi
-# monitoring (factloom up --monitoring, tests/test_monitoring.py): Prometheus with promtool, Alertmanager
+# monitoring (factloom up --monitoring, tests/platform/test_monitoring.py): Prometheus with promtool, Alertmanager
 # with amtool; without their recommends (node exporter and its collectors are not needed here)
 mon=()
 command -v promtool >/dev/null 2>&1 || mon+=(prometheus)
