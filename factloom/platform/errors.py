@@ -3,14 +3,14 @@
 ::
 
     PlatformError                 500
-     ├── BadRequest               400  input that passed parsing but not the rules (oversize, bad kb)
-     ├── Unauthorized             401  no key, or an unknown or revoked one
-     ├── Forbidden                403  a key without the scope the route needs
+     ├── BadRequest               400
+     ├── Unauthorized             401
+     ├── Forbidden                403
      ├── NotFound                 404
-     ├── TooLarge                 413  a batch over the size limit
-     ├── Conflict                 409  a decision on a submission that is not waiting for one
-     ├── TooManyRequests          429  a rate limit or a bounded queue is full; try again later
-     └── Unavailable              503  Neo4j, Redis or SQL cannot be reached
+     ├── TooLarge                 413
+     ├── Conflict                 409
+     ├── TooManyRequests          429
+     └── Unavailable              503
 
 A 429 or 503 tells the client when to try again: ``retry_after`` seconds, sent as ``Retry-After``.
 A 401 names the scheme it wants (``WWW-Authenticate: Bearer``, RFC 9110 §11.6.1).
@@ -40,49 +40,48 @@ class PlatformError(Exception):
         self.retry_after = retry_after
         self.extra = extra
 
-
-class BadRequest(PlatformError):
-    status = 400
-    title = "Bad request"
-
-
-class Unauthorized(PlatformError):
-    status = 401
-    title = "Unauthorized"
-    headers = {"WWW-Authenticate": "Bearer"}
+    def __init_subclass__(cls, *, status: int, title: str, headers: dict[str, str] | None = None,
+                          **kwargs: Any) -> None:
+        """Each subclass names its HTTP status and problem title in its class line."""
+        super().__init_subclass__(**kwargs)
+        cls.status, cls.title = status, title
+        if headers is not None:
+            cls.headers = headers
 
 
-class Forbidden(PlatformError):
-    status = 403
-    title = "Forbidden"
+class BadRequest(PlatformError, status=400, title="Bad request"):
+    """Input that passed parsing but not the rules."""
 
 
-class NotFound(PlatformError):
-    status = 404
-    title = "Not found"
+class Unauthorized(PlatformError, status=401, title="Unauthorized", headers={"WWW-Authenticate": "Bearer"}):
+    """No key, or an unknown, expired or revoked one."""
 
 
-class TooLarge(PlatformError):
-    status = 413
-    title = "Payload too large"
+class Forbidden(PlatformError, status=403, title="Forbidden"):
+    """A key without the scope or the kb the route needs."""
 
 
-class Conflict(PlatformError):
-    status = 409
-    title = "Conflict"
+class NotFound(PlatformError, status=404, title="Not found"):
+    """No such row: see :func:`found`."""
 
 
-class TooManyRequests(PlatformError):
-    status = 429
-    title = "Too many requests"
+class TooLarge(PlatformError, status=413, title="Payload too large"):
+    """A batch or a body over its size limit."""
+
+
+class Conflict(PlatformError, status=409, title="Conflict"):
+    """A change to something that is no longer in the state the caller saw."""
+
+
+class TooManyRequests(PlatformError, status=429, title="Too many requests"):
+    """A rate limit or a bounded queue is full; ``retry_after`` says when to try again."""
 
     def __init__(self, detail: str, *, retry_after: float, **extra: Any) -> None:
         super().__init__(detail, retry_after=retry_after, **extra)
 
 
-class Unavailable(PlatformError):
-    status = 503
-    title = "Service unavailable"
+class Unavailable(PlatformError, status=503, title="Service unavailable"):
+    """A store (Neo4j, Redis, SQL) cannot be reached; ``retry_after`` says when to try again."""
 
     def __init__(self, detail: str, *, retry_after: float = RETRY_AFTER_S, **extra: Any) -> None:
         super().__init__(detail, retry_after=retry_after, **extra)
