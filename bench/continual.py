@@ -9,40 +9,26 @@ snapshot; FACT 10,513 then 2,266 / 807 / 308 / 647). The entities "seen up to sn
 ``entity2id.txt`` of j: a prefix of the ids, since the scorer appends new names in file order.
 
 All arms use the platform's :class:`ComplExScorer`. ``retrain``: from scratch on the union of the
-training facts of snapshots ≤ i, ``--epochs`` epochs. ``finetune``: :meth:`~ComplExScorer.extend`
-and ``--update-epochs`` epochs on the new facts only. ``ewc``: extend and the same epochs on the new
-facts plus ``--replay`` old training facts sampled afresh each snapshot, with the online EWC penalty
-(λ = ``--lam``, γ = ``--gamma``; the Fisher of each snapshot's new facts from ``--fisher-facts`` of
-them). Snapshot 0 is the same training for every arm (same code, settings and seed), so it is trained
-once and copied; the time ratios are of the updates, snapshots 1..4.
+training facts of snapshots ≤ i, ``--epochs`` epochs. ``finetune`` and ``ewc`` grow the previous
+snapshot's model (:meth:`~ComplExScorer.extend`) and learn the new facts as the platform's scorer
+updates do (:func:`factloom.learn.continual.learn_facts`): ``--new-epochs`` passes over the new facts
+that name a new entity or relation, then ``--update-epochs`` over the new facts — ``ewc``: with
+``--replay`` old training facts (default: all of them) and the online EWC penalty (λ = ``--lam``, γ =
+``--gamma``; the Fisher of each snapshot's new facts from ``--fisher-facts`` of them). Snapshot 0 is the
+same training for every arm (same code, settings and seed), so it is trained once and copied; the time
+ratios are of the updates, snapshots 1..4, in wall-clock and in the process's CPU time
+(``cpu_time_ratio*``: on a shared machine the wall-clock ratios swing with other jobs; one torch thread,
+so CPU time ≈ the work done).
 
 After each snapshot i every arm is evaluated on the test sets of snapshots j ≤ i: head and tail
 queries, ranks filtered against all known facts (train, valid, test) of snapshots ≤ j, among the
 entities seen up to j; a model's MRR / Hits@k are averaged over those test sets weighted by their sizes.
 
 Defaults: rank 100, softmax against the true entity and 1,000 sampled ones (``--negatives 0``: all),
-Adagrad lr 0.1, N3 5e-2, batches of 1,000; re-training 10 epochs; updates 5 epochs, λ = 1, γ = 1,
-5,000 replayed facts, each Fisher from 2,000 facts. A check on ENTITY 0→1 (update only): λ = 10
-kept test 0 at 0.432 (0.430 before) but learned test 1 to 0.353, λ = 1 0.427 / 0.361; 3 update
-epochs learned test 1 to 0.345 — the updates underfit the new snapshot more than they forget.
-
-Full softmax (``--negatives 0 --lam 10``), checked but not made the default: the committed results
-(``bench/results/continual-{entity,fact}.json``) are of the defaults above, and no full five-snapshot
-run with re-training fit the time (on one core the full softmax costs ~0.45 s per 1,000 queries at
-14.5k entities, ~10x the sampled one; ENTITY re-training 10 epochs over all snapshots is ~1 h of CPU,
-FACT more). Measured (2 shared cores, one thread; snapshot 0 varies 0.436-0.444 between identical
-runs, the scorer's init was not seeded; it is now): ENTITY 0→1 (``--snapshots 2``): re-training 0.405 (test 0
-0.455, test 1 0.373), EWC 0.395 (0.444 / 0.363; 97.5 %), fine-tuning 0.382 (0.353 / 0.401); 3 update
-epochs 0.388, 20,000 replayed facts 0.3885 (EWC-only runs, their own snapshot 0). ENTITY, EWC
-alone over all five snapshots: 0.374 (H@1 0.264, H@10 0.590), forgetting at most 2.8 %: the 0.42
-goal is not in reach of EWC at these settings. FACT 0→1: re-training 0.293 (0.290 / 0.297), EWC
-0.248 (0.244 / 0.253; 85 %), the same with λ = 1 (0.248), 8 update epochs (0.249), 20,000 replayed
-facts 0.256 (0.257 / 0.256; 87 %, the update 193 s of CPU); re-training gains on the old test set from
-the joint data, which the updates do not. Snapshot 0 alone (ENTITY): N3
-1e-2 0.409, 1e-1 0.414, rank 200 0.451, batches of 500 0.438, 20 epochs 0.444. ``cpu_seconds`` /
-``cpu_time_ratio*``: the process's CPU time, as the wall-clock ratios swing with other jobs on a
-shared machine. Result files: ``continual-entity-fullsoftmax-s2``, ``continual-fact-fullsoftmax-s2``
-(0→1 checks) and ``continual-entity-fullsoftmax-ewc`` (EWC alone, five snapshots), ``.json``/``.png``.
+Adagrad lr 0.1 (a fresh optimiser each update), N3 5e-2, batches of 1,000; re-training 10 epochs;
+updates on the platform's :class:`~factloom.learn.continual.ScorerSchedule` (1 + 2 passes, λ = 0.01),
+every old fact replayed. Today's figures: docs/learning.md ("Measured"); earlier settings and their
+figures: docs/history/learning-measurements.md.
 """
 
 from __future__ import annotations
@@ -59,11 +45,13 @@ import torch
 from _common import DEFAULT_DATA, REPO, read_triples, write_result
 from tqdm import tqdm
 
+from factloom.learn.continual import ScorerSchedule, learn_facts
 from factloom.model.ewc import ElasticWeights
 from factloom.model.scorer import ComplExScorer
 
 Triple = tuple[str, str, str]
 ARMS = ("retrain", "finetune", "ewc")
+SCHEDULE = ScorerSchedule()  # the platform's scorer updates: the EWC arm's defaults
 
 
 @dataclass
@@ -171,6 +159,7 @@ def run_set(name: str, snaps: list[Snapshot], args: argparse.Namespace) -> dict[
     results: dict[str, dict[str, Any]] = {a: {"evals": [], "seconds": [], "cpu": []} for a in args.arms}
     models: dict[str, ComplExScorer] = {}
     ewc: ElasticWeights | None = None
+    schedule = ScorerSchedule(new_epochs=args.new_epochs, epochs=args.update_epochs, ewc_lambda=args.lam)
     rng = np.random.default_rng(args.seed)
     seen_train: list[Triple] = []
     bar = tqdm(total=len(snaps) * len(args.arms), desc=name)
@@ -188,22 +177,25 @@ def run_set(name: str, snaps: list[Snapshot], args: argparse.Namespace) -> dict[
                 scorer, seconds, cpu = (base[0] if arm == "retrain" else copy.deepcopy(base[0])), base[1], base[2]
                 if arm == "ewc":
                     t1, c1 = time.perf_counter(), time.process_time()
-                    fisher = scorer.fisher(snap.train, max_facts=args.fisher_facts, seed=args.seed)
+                    fisher = scorer.fisher(snap.train, max_facts=args.fisher_facts, seed=args.seed,
+                                           negatives=args.negatives)
                     ewc = ElasticWeights.from_model(scorer.model, fisher, lam=args.lam)
                     seconds += time.perf_counter() - t1
                     cpu += time.process_time() - c1
             else:
                 scorer = models[arm]
+                known_before = len(scorer.entities), len(scorer.relations)
                 scorer.extend(snap.entities, snap.relations)
-                train = snap.train
-                if arm == "ewc" and args.replay:
-                    picks = rng.choice(len(seen_train), min(args.replay, len(seen_train)), replace=False)
-                    train = train + [seen_train[k] for k in picks]
-                scorer.fit(train, epochs=args.update_epochs, lr=args.update_lr, seed=args.seed + i,
-                           keep_known=True, ewc=ewc if arm == "ewc" else None, **fit)
+                old: list[Triple] = []
+                if arm == "ewc":
+                    n_old = len(seen_train) if args.replay is None else min(args.replay, len(seen_train))
+                    old = [seen_train[k] for k in rng.choice(len(seen_train), n_old, replace=False)]
+                learn_facts(scorer, snap.train, old, known_before=known_before, schedule=schedule,
+                            ewc=ewc if arm == "ewc" else None, seed=args.seed + i, lr=args.update_lr, **fit)
                 if arm == "ewc":
                     assert ewc is not None
-                    fisher = scorer.fisher(snap.train, max_facts=args.fisher_facts, seed=args.seed + i)
+                    fisher = scorer.fisher(snap.train, max_facts=args.fisher_facts, seed=args.seed + i,
+                                           negatives=args.negatives)
                     ewc = scorer.align(ewc).consolidate(scorer.model, fisher, gamma=args.gamma)
                 seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
             models[arm] = scorer
@@ -294,15 +286,19 @@ def main() -> None:
     p.add_argument("--snapshots", type=int, default=5, help="learn only the first N (a quick check)")
     p.add_argument("--rank", type=int, default=100)
     p.add_argument("--epochs", type=int, default=10, help="re-training (and snapshot 0) epochs")
-    p.add_argument("--update-epochs", type=int, default=5, help="fine-tune / EWC epochs per snapshot")
+    p.add_argument("--new-epochs", type=int, default=SCHEDULE.new_epochs,
+                   help="update epochs on the new facts naming new entities")
+    p.add_argument("--update-epochs", type=int, default=SCHEDULE.epochs,
+                   help="then epochs on the new facts (EWC: with the replayed ones) per snapshot")
     p.add_argument("--lr", type=float, default=0.1, help="Adagrad, re-training")
     p.add_argument("--update-lr", type=float, default=0.1, help="Adagrad, updates (a fresh optimiser each)")
     p.add_argument("--reg", type=float, default=5e-2, help="N3 weight")
     p.add_argument("--negatives", type=int, default=1000, help="sampled softmax; 0 = all entities")
     p.add_argument("--batch", type=int, default=1000)
-    p.add_argument("--lam", type=float, default=1.0, help="EWC λ (Fisher normalised to max 1)")
+    p.add_argument("--lam", type=float, default=SCHEDULE.ewc_lambda, help="EWC λ (Fisher normalised to max 1)")
     p.add_argument("--gamma", type=float, default=1.0, help="online EWC decay of older Fishers")
-    p.add_argument("--replay", type=int, default=5000, help="old training facts replayed per EWC update")
+    p.add_argument("--replay", type=int, default=None,
+                   help="old training facts replayed per EWC update (default: all of them)")
     p.add_argument("--fisher-facts", type=int, default=2000, help="facts sampled for each Fisher")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1,

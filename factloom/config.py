@@ -109,9 +109,18 @@ class Settings(BaseSettings):
     learn_period_s: float = 60.0
     learn_min_facts: int = 2000
     learn_min_feedback: int = 50
-    learn_replay: int = 5000  # old facts (or old feedback questions) replayed beside the new ones
-    learn_epochs: int = 10  # passes over the new facts in a scorer update
-    learn_ewc_lambda: float = 10.0  # the EWC penalty's strength, λ
+    # a scorer update: ``learn_scorer_new_epochs`` passes over the new facts alone, then
+    # ``learn_scorer_epochs`` over the new facts and every fact the parent knew, with the EWC penalty
+    # of strength ``learn_scorer_ewc_lambda`` (bench continual measured these)
+    learn_scorer_new_epochs: int = 1
+    learn_scorer_epochs: int = 2
+    learn_scorer_ewc_lambda: float = 0.01
+    # a reasoner update: ``learn_epochs`` passes over the new and ``learn_replay`` old feedback
+    # questions, with the EWC penalty of strength ``learn_ewc_lambda``; ``learn_replay`` is also
+    # how many facts (questions) each Fisher information is measured on
+    learn_replay: int = 5000
+    learn_epochs: int = 10
+    learn_ewc_lambda: float = 10.0
     learn_ewc_gamma: float = 1.0  # online EWC's decay of the parent's Fisher, γ
     learn_retention: float = 0.95  # the candidate keeps at least this share of its parent's probe figure
     # an update holds a Redis lock per (kb, kind), renewed while it runs: a killed worker's lock is

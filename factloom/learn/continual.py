@@ -8,8 +8,8 @@ One update of a kb (:func:`update_scorer`), as the ``learn`` task runs it:
    the first one is trained from scratch on the graph's accepted facts
    (:func:`~factloom.learn.verification.train_scorer`).
 2. A tenth of the new facts is held out; the active scorer is loaded, its tables grow by the new
-   entities and relations (old rows unchanged), and it trains on the other new facts plus as many
-   replayed facts it knew (``replay`` at least), with the penalty
+   entities and relations (old rows unchanged), and it learns the other new facts beside every fact
+   it knew (:func:`learn_facts`, on the :class:`ScorerSchedule`), with the penalty
    ``λ/2 · Σᵢ Fᵢ (θᵢ − θ*ᵢ)²`` anchored at the parent (:mod:`factloom.model.ewc`).
 3. Gates (:mod:`factloom.learn.gates`): filtered MRR on the parent's probe (facts of what it knows
    that it never trained on, :mod:`factloom.learn.artefacts`) at least ``retention`` of the
@@ -50,8 +50,8 @@ from factloom.ledger import (
     start_update,
 )
 
-__all__ = ["LearnConfig", "Outcome", "Progress", "reporter", "update_scorer", "committed_since", "new_facts",
-           "scorer_due", "filtered_mrr", "what_is_new", "tried"]
+__all__ = ["LearnConfig", "ScorerSchedule", "learn_facts", "Outcome", "Progress", "reporter", "update_scorer",
+           "committed_since", "new_facts", "scorer_due", "filtered_mrr", "what_is_new", "tried"]
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +63,41 @@ Since = Callable[[Database, str, datetime | None], tuple[list[T], datetime | Non
 
 
 @dataclass(frozen=True, slots=True)
+class ScorerSchedule:
+    """How a scorer update trains (:func:`learn_facts`); the ``learn_scorer_*`` settings. The defaults
+    are what ``factloom bench continual`` measured best within a quarter of re-training's time."""
+
+    new_epochs: int = 1  # passes over the new facts that name a new entity or relation, first
+    epochs: int = 2  # then passes over the new facts and every fact the parent knew
+    ewc_lambda: float = 0.01
+
+
+def learn_facts(scorer: Any, new: Sequence[Triple], old: Sequence[Triple], *, known_before: tuple[int, int],
+                schedule: ScorerSchedule, ewc: Any, seed: int, **fit: Any) -> None:
+    """Teach a grown ``scorer`` the ``new`` facts without losing the ``old`` ones it knew (empty: plain
+    fine-tuning): ``schedule.new_epochs`` passes over the new facts that name an entity or relation
+    it did not know (``known_before``: how many entities and relations it knew before it grew), so
+    their rows leave their near-zero start, then ``schedule.epochs`` over the new and the old facts
+    together, each with the EWC penalty ``ewc`` (``None``: none). ``fit``: the rest of
+    :meth:`~factloom.model.scorer.ComplExScorer.fit`'s keywords (``negatives``, ``lr`` …)."""
+    n_ent, n_rel = known_before
+    fresh = [(s, p, o) for s, p, o in new
+             if scorer.entities[s] >= n_ent or scorer.entities[o] >= n_ent or scorer.relations[p] >= n_rel]
+    if schedule.new_epochs and fresh:
+        scorer.fit(fresh, epochs=schedule.new_epochs, seed=seed + 100, keep_known=True, ewc=ewc, **fit)
+    scorer.fit(list(new) + list(old), epochs=schedule.epochs, seed=seed, keep_known=True, ewc=ewc, **fit)
+
+
+@dataclass(frozen=True, slots=True)
 class LearnConfig:
     """How a kb's models learn; the ``learn_*`` settings (``factloom/config.py``)."""
 
     min_facts: int = 2000  # newly committed facts that start a scorer update (or a kb's first scorer)
     min_feedback: int = 50  # new feedback answers that start a router / reasoner update
-    replay: int = 5000  # old facts (old questions) replayed beside the new ones
-    epochs: int = 10  # passes over the new facts
-    ewc_lambda: float = 10.0
+    scorer: ScorerSchedule = field(default_factory=ScorerSchedule)
+    replay: int = 5000  # old questions replayed beside the new ones; facts (questions) per Fisher
+    epochs: int = 10  # a reasoner update's passes over its questions
+    ewc_lambda: float = 10.0  # a reasoner update's λ
     ewc_gamma: float = 1.0
     retention: float = 0.95
     probe: int = 1000  # old facts (questions) in the retention probe
@@ -81,7 +108,9 @@ class LearnConfig:
 
     @classmethod
     def of(cls, settings: Any) -> LearnConfig:
-        return cls(min_facts=settings.learn_min_facts, min_feedback=settings.learn_min_feedback,
+        scorer = ScorerSchedule(new_epochs=settings.learn_scorer_new_epochs, epochs=settings.learn_scorer_epochs,
+                                ewc_lambda=settings.learn_scorer_ewc_lambda)
+        return cls(min_facts=settings.learn_min_facts, min_feedback=settings.learn_min_feedback, scorer=scorer,
                    replay=settings.learn_replay, epochs=settings.learn_epochs,
                    ewc_lambda=settings.learn_ewc_lambda, ewc_gamma=settings.learn_ewc_gamma,
                    retention=settings.learn_retention,
@@ -218,8 +247,9 @@ def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config
                                         watermark=watermark, negatives=_negatives_for(len(new)))
         artefact = Path(_artefact(db, version))
         scorer = ComplExScorer.load(artefact)
-        fisher = scorer.fisher(_sample(_known(scorer), config.replay, config.seed))
-        ElasticWeights.from_model(scorer.model, fisher, lam=config.ewc_lambda).save(ewc_path(artefact))
+        fisher = scorer.fisher(_sample(_known(scorer), config.replay, config.seed),
+                               negatives=_negatives_for(len(scorer.entities)))
+        ElasticWeights.from_model(scorer.model, fisher, lam=config.scorer.ewc_lambda).save(ewc_path(artefact))
         outcome.result, outcome.version, outcome.seconds = "first", version, time.perf_counter() - t0
         return outcome
 
@@ -240,25 +270,26 @@ def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config
     held, learn = shuffled[:n_held], shuffled[n_held:]
     # old knowledge is ranked among the entities the parent knew, before and after (as continual
     # link prediction ranks an old snapshot's test facts among the entities seen up to it)
-    known_entities = len(scorer.entities)
+    known_entities, known_relations = len(scorer.entities), len(scorer.relations)
     parent_old, parent_new = filtered_mrr(scorer, probe), filtered_mrr(scorer, held)
 
     anchor_file = ewc_path(Path(parent.artefact))
     if anchor_file.exists():
         ewc = ElasticWeights.load(anchor_file)
-        ewc.lam = config.ewc_lambda
+        ewc.lam = config.scorer.ewc_lambda
     else:  # a hand-trained parent: its Fisher from the facts it knew
         say("computing the parent's Fisher information")
-        ewc = ElasticWeights.from_model(scorer.model, scorer.fisher(_sample(old, config.replay, config.seed)),
-                                        lam=config.ewc_lambda)
+        fisher = scorer.fisher(_sample(old, config.replay, config.seed),
+                               negatives=_negatives_for(len(scorer.entities)))
+        ewc = ElasticWeights.from_model(scorer.model, fisher, lam=config.scorer.ewc_lambda)
     # every new name gets a row, a held-out fact's too: the gate then asks what the update taught about it
     added = scorer.extend([x for s, _, o in shuffled for x in (s, o)], [p for _, p, _ in shuffled])
-    # at least as many old facts as new ones: fewer, and a large update forgets what EWC alone cannot hold
-    replay = _sample(old, max(config.replay, len(learn)), config.seed + 1)
+    # every old fact is replayed: a sample forgets what the penalty alone cannot hold (bench continual)
+    replay = old
     say(f"tables grown by {added[0]} entities, {added[1]} relations; training on {len(learn)} new "
         f"+ {len(replay)} replayed facts")
-    scorer.fit(learn + replay, epochs=config.epochs, seed=config.seed, progress=False, ewc=ewc, keep_known=True,
-               negatives=_negatives_for(len(scorer.entities)))
+    learn_facts(scorer, learn, replay, known_before=(known_entities, known_relations), schedule=config.scorer,
+                ewc=ewc, seed=config.seed, progress=False, negatives=_negatives_for(len(scorer.entities)))
     _calibrate(scorer, held or learn[:1000], rng)
     cand_old, cand_new = filtered_mrr(scorer, probe, candidates=known_entities), filtered_mrr(scorer, held)
     gates = judge(metric="filtered_mrr", probe=(cand_old, parent_old, len(probe)),
@@ -268,15 +299,18 @@ def update_scorer(store: Any, db: Database, *, kb: str, models_dir: Path, config
 
     say("saving the candidate and its Fisher information")
     scorer.save(artefact)
-    scorer.align(ewc).consolidate(scorer.model, scorer.fisher(_sample(learn + replay, config.replay, config.seed)),
+    fisher = scorer.fisher(_sample(learn + replay, config.replay, config.seed),
+                           negatives=_negatives_for(len(scorer.entities)))
+    scorer.align(ewc).consolidate(scorer.model, fisher,
                                   gamma=config.ewc_gamma).save(ewc_path(artefact))
     # the next probe: old and new held-out facts in the proportion the candidate learned them
     n_old = round(config.probe * len(old) / (len(old) + len(learn)))
     save_probe(artefact, _sample(probe, n_old, config.seed) + _sample(held, config.probe - n_old, config.seed))
     metrics = {"facts": len(scorer.known), "new_facts": len(new), "learned_facts": len(learn),
                "replayed_facts": len(replay), "held_out_facts": len(held), "entities": len(scorer.entities),
-               "new_entities": added[0], "new_relations": added[1], "epochs": config.epochs,
-               "ewc_lambda": config.ewc_lambda, "ewc_gamma": config.ewc_gamma, "probe_facts": len(probe),
+               "new_entities": added[0], "new_relations": added[1],
+               "new_epochs": config.scorer.new_epochs, "epochs": config.scorer.epochs,
+               "ewc_lambda": config.scorer.ewc_lambda, "ewc_gamma": config.ewc_gamma, "probe_facts": len(probe),
                "train_seconds": round(time.perf_counter() - t0, 1)}
     finish_update(db, version, metrics=metrics, gates=gates, ab_share=config.ab_share)
     outcome.result = ("on_trial" if config.ab_share else "promoted") if gates["passed"] else "failed"

@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         version, metrics = train_scorer_parallel(
             store, db, kb=args.kb, models_dir=settings.models_dir, rank=args.rank, epochs=args.epochs,
             batch_size=args.batch_size, seed=args.seed, negatives=args.negatives,
-            fisher_facts=args.fisher_facts or settings.learn_replay, ewc_lambda=settings.learn_ewc_lambda,
+            fisher_facts=args.fisher_facts or settings.learn_replay, ewc_lambda=settings.learn_scorer_ewc_lambda,
             device=device)
     finally:
         if store is not None:

@@ -21,15 +21,11 @@ class KnownFacts:
     def __init__(self, known: np.ndarray, n_ent: int, n_rel: int) -> None:
         self.n_rel = n_rel
         k = known
-        self._answers: dict[int, np.ndarray] = {}  # key h * 2R + r -> known tails (reciprocal r for heads)
+        # key h * 2R + r -> known tails (reciprocal r: known heads), as runs of equal keys in sorted order
         keys = np.concatenate([k[:, 0] * 2 * n_rel + k[:, 1], k[:, 2] * 2 * n_rel + k[:, 1] + n_rel])
         vals = np.concatenate([k[:, 2], k[:, 0]])
         order = np.argsort(keys, kind="stable")
-        keys, vals = keys[order], vals[order]
-        bounds = np.flatnonzero(np.diff(keys)) + 1
-        for ks, vs in zip(np.split(keys, bounds), np.split(vals, bounds), strict=True):
-            if len(ks):
-                self._answers[int(ks[0])] = vs
+        self._keys, self._answers = keys[order], vals[order]
         self.degree = np.bincount(np.concatenate([k[:, 0], k[:, 2]]), minlength=n_ent).astype(np.float64)
         self.head_rel = np.bincount(k[:, 0] * n_rel + k[:, 1], minlength=n_ent * n_rel).astype(np.float64)
         self.rel_tail = np.bincount(k[:, 2] * n_rel + k[:, 1], minlength=n_ent * n_rel).astype(np.float64)
@@ -41,7 +37,9 @@ class KnownFacts:
 
     def answers(self, q: int, r: int) -> np.ndarray | None:
         """The known tails of ``(q, r, ?)``; with a reciprocal ``r``, the known heads of ``(?, r - n_rel, q)``."""
-        return self._answers.get(q * 2 * self.n_rel + r)
+        key = q * 2 * self.n_rel + r
+        lo, hi = np.searchsorted(self._keys, key, "left"), np.searchsorted(self._keys, key, "right")
+        return self._answers[lo:hi] if hi > lo else None
 
     def frequencies(self, ids: np.ndarray) -> dict[str, np.ndarray]:
         """Per fact ``(N, 3)`` the frequency columns of ``FEATURE_NAMES``, each ``(N,)``."""

@@ -189,11 +189,10 @@ class ComplExScorer:
                     continue
                 loss, factors = self.model.loss(b, negatives)
                 n3 = sum(torch.sum(torch.abs(f) ** 3) for f in factors) / len(b)
-                objective = loss + reg * n3
-                if ewc is not None:
-                    objective = objective + ewc.penalty(self.model)
                 opt.zero_grad()
-                objective.backward()
+                (loss + reg * n3).backward()
+                if ewc is not None:
+                    ewc.add_gradient_(self.model)  # the penalty's gradient, without its graph
                 opt.step()
                 total += float(loss.detach()) * len(b)
             if step is not None:
@@ -220,9 +219,12 @@ class ComplExScorer:
         return replicate(self.model, objective)
 
     def fisher(self, triples: Sequence[Triple], *, batch_size: int = 1000, max_facts: int | None = 20000,
-               seed: int = 0, distributed: bool = False) -> dict[str, torch.Tensor]:
+               seed: int = 0, negatives: int | None = None, distributed: bool = False) -> dict[str, torch.Tensor]:
         """Empirical Fisher (:func:`empirical_fisher`) of the 1-N softmax loss, both directions, on the
         known-name ``triples`` or a sample of ``max_facts`` of them; no N3 term (it is a prior, not data).
+
+        ``negatives``: of the sampled softmax :meth:`fit` trains with (``None``: over every entity),
+        its negatives drawn from ``seed`` — the Fisher of the objective the model learns, at its cost.
 
         ``distributed``: every rank of the default process group calls it with the same arguments on
         the same parameters and measures every ``world``-th batch; the squared-gradient sums are
@@ -237,7 +239,9 @@ class ComplExScorer:
         data = data[torch.from_numpy(rng.permutation(len(data)))].to(self.model.ent.weight.device)
         batches = [data[i : i + batch_size] for i in range(0, len(data), batch_size)]
         rank, world = process_group() if distributed else (0, 1)
-        return empirical_fisher(self.model, batches[rank::world], lambda b: self.model.loss(b, None)[0],
+        if negatives is not None:
+            torch.manual_seed(seed)
+        return empirical_fisher(self.model, batches[rank::world], lambda b: self.model.loss(b, negatives)[0],
                                 reduce=all_reduce_sum_ if world > 1 else None)
 
     def raw_scores(self, triples: Sequence[Triple], batch_size: int = 4096) -> list[float | None]:

@@ -167,7 +167,7 @@ def test_a_learner_killed_mid_update_leaves_the_active_version_serving_and_the_n
     load(api, kb, films(40, 60))
 
     live["learner"].stop()
-    slow = services(settings.model_copy(update={"learn_epochs": 100_000}))["learner"]  # an update that lasts
+    slow = services(settings.model_copy(update={"learn_scorer_epochs": 100_000}))["learner"]  # an update that lasts
     slow.start()
     try:
         enqueue_learn(kb, "scorer", force=True)

@@ -73,6 +73,24 @@ def test_grow_keeps_old_rows_and_penalty_ignores_new_ones() -> None:
     assert _penalty(ewc, grown) == pytest.approx(5.0)
 
 
+def test_add_gradient_is_the_penalty_s_gradient_and_leaves_grown_rows_alone() -> None:
+    torch.manual_seed(0)
+    table = torch.nn.Embedding(5, 4)
+    ewc = ElasticWeights.from_model(table, {"weight": torch.rand(5, 4)}, lam=3.0)
+    grown = grow_embedding(table, 2)
+    with torch.no_grad():
+        grown.weight.add_(torch.randn(7, 4))
+    ewc.penalty(grown).backward()
+    by_autograd = grown.weight.grad.clone()
+    grown.weight.grad = torch.full((7, 4), 0.5)  # what the loss put there: added to, not replaced
+    ewc.add_gradient_(grown)
+    torch.testing.assert_close(grown.weight.grad, by_autograd + 0.5)
+    assert torch.equal(by_autograd[5:], torch.zeros(2, 4))  # new rows: free
+    fresh = grow_embedding(table, 2)
+    ewc.add_gradient_(fresh)  # no .grad yet: made
+    assert fresh.weight.grad is not None and torch.equal(fresh.weight.grad, torch.zeros(7, 4))
+
+
 def test_scorer_extend_keeps_old_rows_and_reciprocals() -> None:
     old_facts = [("a", "r1", "b"), ("b", "r2", "c"), ("c", "r1", "a")]
     scorer = ComplExScorer.from_triples(old_facts, rank=4)

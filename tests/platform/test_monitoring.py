@@ -501,7 +501,8 @@ def test_up_monitoring_starts_both_status_lists_them_and_down_stops_them(tmp_pat
         assert (tmp_path / "monitoring" / "prometheus.yml").exists()
         assert (tmp_path / "monitoring" / "alertmanager-key").stat().st_mode & 0o777 == 0o600
         stop_all(settings)
-        assert all(s.pid() is None for s in started.values())
+        running = {name: (s.pid(), s.log_tail(5)) for name, s in started.items() if s.pid() is not None}
+        assert not running, f"still running after stop_all: {running}"
         assert "prometheus" not in status(settings) and "alertmanager" not in status(settings)
     finally:
         for service in (PrometheusService(settings), AlertmanagerService(settings)):
