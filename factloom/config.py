@@ -109,9 +109,9 @@ class Settings(BaseSettings):
     learn_period_s: float = 60.0
     learn_min_facts: int = 2000
     learn_min_feedback: int = 50
-    # a scorer update: ``learn_scorer_new_epochs`` passes over the new facts alone, then
-    # ``learn_scorer_epochs`` over the new facts and every fact the parent knew, with the EWC penalty
-    # of strength ``learn_scorer_ewc_lambda`` (bench continual measured these)
+    # a scorer update: ``learn_scorer_new_epochs`` passes over the new facts that name a new entity
+    # or relation, then ``learn_scorer_epochs`` over the new facts and every fact the parent knew,
+    # with the EWC penalty of strength ``learn_scorer_ewc_lambda`` (bench continual measured these)
     learn_scorer_new_epochs: int = 1
     learn_scorer_epochs: int = 2
     learn_scorer_ewc_lambda: float = 0.01
